@@ -1,0 +1,340 @@
+"""Load and save BERT checkpoints: Hugging Face, Google TF1 and bert-keras folders.
+
+    model = load_checkpoint("path/to/folder", task="classification", num_classes=2)
+    save_checkpoint(model, "out/")                     # bert-keras layout
+    save_checkpoint(model, "hf/", flavor="huggingface")  # config.json + model.safetensors + vocab.txt
+    save_checkpoint(model, "g/", flavor="google")      # bert_config.json + bert_model.ckpt.*
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import warnings
+
+import numpy as np
+
+from bert_keras.checkpoints import mapping
+from bert_keras.checkpoints.formats import OURS_META, VOCAB, WEIGHTS, check_vocab, open_checkpoint
+from bert_keras.checkpoints.mapping import TASKS, encoder_entries, head_entries
+from bert_keras.errors import BertKerasError, CheckpointError
+
+__all__ = ["load_checkpoint", "save_checkpoint", "model_variables", "task_of", "open_checkpoint", "TASKS"]
+
+FORMAT_VERSION = 1
+
+_HF_ARCHITECTURES = {
+    None: "BertModel",
+    "pretraining": "BertForPreTraining",
+    "classification": "BertForSequenceClassification",
+    "token_classification": "BertForTokenClassification",
+    "span": "BertForQuestionAnswering",
+    "multiple_choice": "BertForMultipleChoice",
+}
+
+
+# --------------------------------------------------------------------------- model side
+def task_of(model) -> str | None:
+    """The task name of one of our models (None for a bare `BertEncoder`)."""
+    from bert_keras import models
+
+    kinds = {
+        models.BertEncoder: None,
+        models.BertPretrainer: "pretraining",
+        models.BertClassifier: "classification",
+        models.BertTokenClassifier: "token_classification",
+        models.BertSpanLabeler: "span",
+        models.BertMultipleChoice: "multiple_choice",
+    }
+    for cls, task in kinds.items():
+        if isinstance(model, cls):
+            return task
+    raise BertKerasError(f"not a bert_keras model: {type(model).__name__}")
+
+
+def model_variables(model) -> dict:
+    """Our stable weight names -> the model's variables (the left column of `mapping`)."""
+    from bert_keras.models import BertEncoder
+
+    enc = model if isinstance(model, BertEncoder) else model.encoder
+    emb = enc.embeddings
+    out = {
+        "embeddings/token_embedding/embeddings": emb.token_embedding.embeddings,
+        "embeddings/segment_embedding/embeddings": emb.segment_embedding.embeddings,
+        "embeddings/position_embeddings": emb.position_embeddings,
+        "embeddings/layer_norm/gamma": emb.layer_norm.gamma,
+        "embeddings/layer_norm/beta": emb.layer_norm.beta,
+    }
+    for i, block in enumerate(enc.transformer_layers):
+        p = f"transformer_layer_{i}/"
+        for name, layer in (("attention/qkv", block.attention.qkv),
+                            ("attention/output", block.attention.output_dense),
+                            ("intermediate", block.intermediate), ("output", block.output_dense)):
+            out[p + name + "/kernel"] = layer.kernel
+            out[p + name + "/bias"] = layer.bias
+        for name, layer in (("attention_layer_norm", block.attention_layer_norm),
+                            ("output_layer_norm", block.output_layer_norm)):
+            out[p + name + "/gamma"] = layer.gamma
+            out[p + name + "/beta"] = layer.beta
+    out["pooler/dense/kernel"] = enc.pooler.dense.kernel
+    out["pooler/dense/bias"] = enc.pooler.dense.bias
+    task = task_of(model)
+    if task == "pretraining":
+        head = model.masked_lm_head
+        out.update({
+            "masked_lm_head/transform/kernel": head.transform.kernel,
+            "masked_lm_head/transform/bias": head.transform.bias,
+            "masked_lm_head/layer_norm/gamma": head.layer_norm.gamma,
+            "masked_lm_head/layer_norm/beta": head.layer_norm.beta,
+            "masked_lm_head/output_bias": head.output_bias,
+            "nsp_head/kernel": model.nsp_head.kernel,
+            "nsp_head/bias": model.nsp_head.bias,
+        })
+    elif task == "span":
+        out["span_head/kernel"] = model.span_head.kernel
+        out["span_head/bias"] = model.span_head.bias
+    elif task is not None:
+        out["classifier/kernel"] = model.classifier.kernel
+        out["classifier/bias"] = model.classifier.bias
+    return out
+
+
+def _build_model(config, task, head_kwargs, dtype):
+    from bert_keras import models
+
+    encoder = models.BertEncoder(config, dtype=dtype)
+    if task is None:
+        return encoder
+    if task == "pretraining":
+        return models.BertPretrainer(encoder, **head_kwargs)
+    cls = {
+        "classification": models.BertClassifier,
+        "token_classification": models.BertTokenClassifier,
+        "span": models.BertSpanLabeler,
+        "multiple_choice": models.BertMultipleChoice,
+    }[task]
+    return cls(encoder, **head_kwargs)
+
+
+# --------------------------------------------------------------------------- loading
+def _their_names(raw, entry):
+    if raw.flavor == "bert_keras":
+        return [entry.ours]
+    if raw.flavor == "hf":
+        prefix = raw.prefix if entry.encoder else ""
+        return [prefix + n for n in entry.hf]
+    return list(entry.google)
+
+
+def _checkpoint_num_classes(raw, task):
+    """The head size stored in the checkpoint for a classification-style task, if any."""
+    entry = head_entries(task)[0]
+    name = _their_names(raw, entry)[0]
+    if name not in raw:
+        return None
+    shape = raw.shape(name)
+    return shape[-1] if raw.flavor == "bert_keras" else shape[0]
+
+
+def _has_head(raw, task):
+    entries = head_entries(task)
+    present = [all(n in raw for n in _their_names(raw, e)) for e in entries]
+    if any(present) and not all(present):
+        missing = [_their_names(raw, e)[0] for e, p in zip(entries, present) if not p]
+        raise CheckpointError(f"{raw.source}: incomplete {task} head, missing variable {missing[0]!r}")
+    return bool(entries) and all(present)
+
+
+def _assign(raw, entries, variables):
+    flavor = "hf" if raw.flavor == "hf" else "google"
+    for entry in entries:
+        var = variables[entry.ours]
+        names = _their_names(raw, entry)
+        for name in names:
+            if name not in raw:
+                raise CheckpointError(f"{raw.source}: missing variable {name!r} (for {entry.ours})")
+        if raw.flavor == "bert_keras":
+            expected = [tuple(var.shape)]
+        else:
+            expected = mapping.expected_their_shapes(entry, tuple(var.shape), flavor)
+        for name, shape in zip(names, expected):
+            if raw.shape(name) != tuple(shape):
+                raise CheckpointError(
+                    f"{raw.source}: variable {name!r} has shape {raw.shape(name)} but the model expects "
+                    f"{tuple(shape)} ({entry.ours})")
+        arrays = [raw.get(n) for n in names]
+        value = arrays[0] if raw.flavor == "bert_keras" else mapping.to_ours(entry, arrays, flavor)
+        var.assign(value.astype(np.float32))
+
+
+def load_checkpoint(path, task=None, dtype=None, **head_kwargs):
+    """Build a model from a checkpoint folder and load its weights.
+
+    Args:
+        path: a Hugging Face folder (config.json + model.safetensors or
+            pytorch_model.bin), a Google folder (bert_config.json +
+            bert_model.ckpt.*) or its checkpoint prefix, or a folder written by
+            `save_checkpoint`.
+        task: None -> `BertEncoder`; "pretraining" -> `BertPretrainer` (MLM and
+            NSP heads); "classification", "token_classification", "span",
+            "multiple_choice" -> the task model, its head loaded when the
+            checkpoint has one with matching size, else freshly initialised.
+        dtype: a Keras dtype policy name such as "mixed_bfloat16" (default: global).
+        **head_kwargs: e.g. ``num_classes=3``, ``dropout=0.1``.
+
+    Returns:
+        The Keras model, with ``model.vocab_path`` set to the folder's vocab.txt (or None).
+    """
+    if task not in (None,) + TASKS:
+        raise BertKerasError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+    raw = open_checkpoint(path)
+    config = raw.config
+    check_vocab(raw, config)
+    load_head = False
+    if task is not None:
+        load_head = _has_head(raw, task)
+        if task in ("classification", "token_classification") and load_head:
+            stored = _checkpoint_num_classes(raw, task)
+            wanted = head_kwargs.setdefault("num_classes", stored)
+            if wanted != stored:
+                warnings.warn(f"{raw.source}: the checkpoint's head has {stored} classes, {wanted} requested: "
+                              "using a new, randomly initialised head", stacklevel=2)
+                load_head = False
+        elif task == "pretraining" and not load_head:
+            warnings.warn(f"{raw.source}: no MLM/NSP heads in the checkpoint: new heads are initialised "
+                          "(the MLM projection stays tied to the loaded embeddings)", stacklevel=2)
+        elif task in ("classification", "token_classification") and "num_classes" not in head_kwargs:
+            raise BertKerasError(f"{raw.source} has no {task} head: pass num_classes")
+    model = _build_model(config, task, head_kwargs, dtype)
+    variables = model_variables(model)
+    entries = encoder_entries(config.num_layers) + (head_entries(task) if load_head else [])
+    _assign(raw, entries, variables)
+    model.vocab_path = raw.vocab_path
+    lower = raw.meta.get("lower_case", raw.meta.get("do_lower_case")) if isinstance(raw.meta, dict) else None
+    model.lower_case = lower
+    return model
+
+
+# --------------------------------------------------------------------------- saving
+def _atomic_write(path, write):
+    """Write through a temporary file in the same folder, then rename (no torn files)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def _write_json(path, obj):
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(obj, f, indent=2)
+            f.write("\n")
+    _atomic_write(path, write)
+
+
+def _write_safetensors(path, tensors, metadata=None):
+    from safetensors.numpy import save_file
+
+    _atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=metadata))
+
+
+def _copy_vocab(vocab_path, folder, config):
+    if not vocab_path:
+        return
+    if not os.path.exists(vocab_path):
+        raise BertKerasError(f"vocabulary not found: {vocab_path}")
+    from bert_keras.checkpoints.formats import vocab_size_of
+
+    n = vocab_size_of(vocab_path)
+    if n > config.vocab_size:
+        raise BertKerasError(f"{vocab_path}: {n} tokens but the model's token embedding has "
+                             f"{config.vocab_size} rows")
+    target = os.path.join(folder, VOCAB)
+    if os.path.abspath(vocab_path) != os.path.abspath(target):
+        _atomic_write(target, lambda tmp: shutil.copyfile(vocab_path, tmp))
+
+
+def _head_config(model, task):
+    if task in ("classification", "token_classification"):
+        return {"num_classes": model.num_classes, "dropout": model.dropout_rate}
+    if task == "multiple_choice":
+        return {"dropout": model.dropout_rate}
+    return {}
+
+
+def save_checkpoint(model, folder, vocab_path=None, flavor="bert_keras", lower_case=None, metadata=None):
+    """Save ``model`` with its config and vocabulary so `load_checkpoint` reads it back.
+
+    Args:
+        model: any bert_keras model.
+        folder: output folder (created).  Each file is written atomically.
+        vocab_path: vocab.txt to copy in (default: ``model.vocab_path`` when set).
+        flavor: "bert_keras" (bert_keras.json + model.safetensors with our names),
+            "huggingface" (config.json + model.safetensors, loadable by
+            transformers' BertModel/BertFor*), or "google" (bert_config.json +
+            bert_model.ckpt.* in Google's TF1 variable names).
+        lower_case: recorded for the tokenizer (default: ``model.lower_case``).
+        metadata: extra JSON-serialisable information (bert_keras flavor), e.g. label names.
+    """
+    from bert_keras.models import BertEncoder
+
+    os.makedirs(folder, exist_ok=True)
+    task = task_of(model)
+    enc = model if isinstance(model, BertEncoder) else model.encoder
+    config = enc.config
+    vocab_path = vocab_path or getattr(model, "vocab_path", None)
+    if lower_case is None:
+        lower_case = getattr(model, "lower_case", None)
+    values = {name: np.asarray(var.numpy(), dtype=np.float32) for name, var in model_variables(model).items()}
+    entries = encoder_entries(config.num_layers) + head_entries(task)
+    if flavor == "bert_keras":
+        _write_safetensors(os.path.join(folder, WEIGHTS), values, metadata={"format": "bert_keras"})
+        meta = {"format": "bert_keras", "version": FORMAT_VERSION, "task": task, "config": config.to_dict(),
+                "head": _head_config(model, task), "lower_case": lower_case, "metadata": metadata or {}}
+        _write_json(os.path.join(folder, OURS_META), meta)
+    elif flavor == "huggingface":
+        prefix = "" if task is None else "bert."
+        tensors = {}
+        for e in entries:
+            names = [(prefix if e.encoder else "") + n for n in e.hf]
+            tensors.update(zip(names, mapping.from_ours(e, values[e.ours], "hf")))
+        if task == "pretraining":
+            # transformers ties the decoder to the embeddings but still expects both names.
+            tensors["cls.predictions.decoder.weight"] = values["embeddings/token_embedding/embeddings"].copy()
+            tensors["cls.predictions.decoder.bias"] = values["masked_lm_head/output_bias"].copy()
+        tensors = {k: np.ascontiguousarray(v) for k, v in tensors.items()}
+        _write_safetensors(os.path.join(folder, "model.safetensors"), tensors, metadata={"format": "pt"})
+        hf = config.to_flavor("huggingface")
+        hf["architectures"] = [_HF_ARCHITECTURES[task]]
+        if task in ("classification", "token_classification"):
+            n = model.num_classes
+            hf["id2label"] = {str(i): f"LABEL_{i}" for i in range(n)}
+            hf["label2id"] = {f"LABEL_{i}": i for i in range(n)}
+            if task == "classification" and n == 1:
+                hf["problem_type"] = "regression"
+        _write_json(os.path.join(folder, "config.json"), hf)
+        if lower_case is not None:
+            _write_json(os.path.join(folder, "tokenizer_config.json"),
+                        {"do_lower_case": bool(lower_case), "tokenizer_class": "BertTokenizer"})
+    elif flavor == "google":
+        import tensorflow as tf
+
+        names, arrays = [], []
+        for e in entries:
+            names += list(e.google)
+            arrays += mapping.from_ours(e, values[e.ours], "google")
+        prefix = os.path.join(folder, "bert_model.ckpt")
+        tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
+                          tensors=[tf.constant(a) for a in arrays])
+        _write_json(os.path.join(folder, "bert_config.json"), config.to_flavor("google"))
+    else:
+        raise BertKerasError(f"unknown checkpoint flavor {flavor!r}; choose bert_keras, huggingface or google")
+    _copy_vocab(vocab_path, folder, config)
+    return folder

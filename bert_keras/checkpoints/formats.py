@@ -1,0 +1,200 @@
+"""Reading raw weights from the three checkpoint layouts, lazily where the format allows.
+
+* Hugging Face: ``config.json`` + ``model.safetensors`` (or ``pytorch_model.bin``,
+  read with ``torch.load(weights_only=True)`` only).
+* Google TF1: ``bert_config.json`` + ``bert_model.ckpt.{index,data-*}`` (any prefix).
+* bert-keras: ``bert_keras.json`` + ``model.safetensors`` with our variable names.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+
+import numpy as np
+
+from bert_keras.config import BertConfig
+from bert_keras.errors import BertKerasError, CheckpointError
+
+OURS_META = "bert_keras.json"
+WEIGHTS = "model.safetensors"
+VOCAB = "vocab.txt"
+
+
+class RawCheckpoint:
+    """Name -> array access to a checkpoint's weights, whatever its layout.
+
+    Attributes: ``flavor`` ("hf", "google" or "bert_keras"), ``config``
+    (`BertConfig`), ``source`` (the weights file, for messages), ``folder``,
+    ``vocab_path`` (or None), ``meta`` (the raw config/metadata dict), ``prefix``
+    (Hugging Face: "bert." when the encoder is nested in a task model).
+    """
+
+    def __init__(self, flavor, config, source, folder, meta, shapes, getter, prefix=""):
+        self.flavor, self.config, self.source, self.folder = flavor, config, source, folder
+        self.meta, self._shapes, self._get, self.prefix = meta, shapes, getter, prefix
+        vocab = os.path.join(folder, VOCAB)
+        self.vocab_path = vocab if os.path.exists(vocab) else None
+
+    def __contains__(self, name):
+        return name in self._shapes
+
+    def names(self):
+        return list(self._shapes)
+
+    def shape(self, name) -> tuple:
+        return tuple(self._shapes[name])
+
+    def get(self, name) -> np.ndarray:
+        try:
+            return np.asarray(self._get(name), dtype=np.float32)
+        except Exception as e:  # noqa: BLE001 - a corrupt file surfaces here for lazy formats
+            raise CheckpointError(f"{self.source}: cannot read variable {name!r}: {_first_line(e)}") from None
+
+
+def _first_line(e: Exception) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else type(e).__name__
+
+
+def _read_json(path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except json.JSONDecodeError as e:
+        raise CheckpointError(f"{path}: invalid JSON at line {e.lineno}: {e.msg}") from None
+
+
+def _safetensors(path):
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        handle = safe_open(path, framework="numpy")
+        shapes = {name: tuple(handle.get_slice(name).get_shape()) for name in handle.keys()}
+    except (SafetensorError, OSError, ValueError) as e:
+        raise CheckpointError(f"{path}: not a readable safetensors file ({_first_line(e)})") from None
+    return shapes, handle.get_tensor
+
+
+def _torch_bin(path):
+    try:
+        import torch
+    except ImportError:
+        raise CheckpointError(
+            f"{path}: reading PyTorch pickles needs torch (pip install torch==2.13.0 for the CPU build), "
+            "or convert the folder to model.safetensors first") from None
+    try:
+        # weights_only=True: never run arbitrary pickled code from a downloaded file.
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001 - torch raises many types for corrupt files
+        raise CheckpointError(f"{path}: not a readable PyTorch weights file ({_first_line(e)})") from None
+    if not isinstance(state, dict):
+        raise CheckpointError(f"{path}: expected a state dict, got {type(state).__name__}")
+    arrays = {k: v.detach().float().numpy() for k, v in state.items() if hasattr(v, "detach")}
+    return {k: v.shape for k, v in arrays.items()}, arrays.__getitem__
+
+
+def _normalise_hf_name(name: str) -> str:
+    # Checkpoints from 2019-2020 name LayerNorm parameters gamma/beta.
+    if "LayerNorm." in name:
+        name = name.replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias")
+    return name
+
+
+def _open_hf(folder):
+    config_path = os.path.join(folder, "config.json")
+    meta = _read_json(config_path)
+    config = BertConfig.from_dict(meta, source=config_path)
+    st = os.path.join(folder, "model.safetensors")
+    if os.path.exists(st):
+        shapes, getter = _safetensors(st)
+        source = st
+    elif os.path.exists(os.path.join(folder, "pytorch_model.bin")):
+        source = os.path.join(folder, "pytorch_model.bin")
+        shapes, getter = _torch_bin(source)
+    else:
+        raise CheckpointError(f"{folder}: config.json found but no model.safetensors or pytorch_model.bin")
+    renamed = {_normalise_hf_name(n): n for n in shapes}
+    shapes = {new: shapes[old] for new, old in renamed.items()}
+    prefix = "bert." if any(n.startswith("bert.") for n in shapes) else ""
+    return RawCheckpoint("hf", config, source, folder, meta, shapes, lambda n: getter(renamed[n]), prefix)
+
+
+def _google_prefix(path):
+    if os.path.isdir(path):
+        index = sorted(glob.glob(os.path.join(path, "*.ckpt*.index")))
+        if not index:
+            return None
+        preferred = [p for p in index if os.path.basename(p) == "bert_model.ckpt.index"]
+        return (preferred or index)[0][: -len(".index")]
+    if os.path.exists(path + ".index"):
+        return path
+    return None
+
+
+def _open_google(path):
+    import tensorflow as tf
+
+    prefix = _google_prefix(path)
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    config_path = os.path.join(folder, "bert_config.json")
+    if not os.path.exists(config_path):
+        raise CheckpointError(f"{folder}: Google checkpoint without bert_config.json")
+    meta = _read_json(config_path)
+    config = BertConfig.from_dict(meta, source=config_path)
+    try:
+        reader = tf.train.load_checkpoint(prefix)
+        shapes = reader.get_variable_to_shape_map()
+    except Exception as e:  # noqa: BLE001 - tf raises DataLossError, NotFoundError, ...
+        raise CheckpointError(f"{prefix}: not a readable TensorFlow checkpoint ({_first_line(e)})") from None
+    return RawCheckpoint("google", config, prefix, folder, meta, shapes, reader.get_tensor)
+
+
+def _open_ours(folder):
+    meta_path = os.path.join(folder, OURS_META)
+    meta = _read_json(meta_path)
+    if not isinstance(meta, dict) or "config" not in meta:
+        raise CheckpointError(f"{meta_path}: missing field 'config'")
+    config = BertConfig.from_dict(meta["config"], source=meta_path)
+    st = os.path.join(folder, WEIGHTS)
+    if not os.path.exists(st):
+        raise CheckpointError(f"{folder}: {OURS_META} found but no {WEIGHTS}")
+    shapes, getter = _safetensors(st)
+    return RawCheckpoint("bert_keras", config, st, folder, meta, shapes, getter)
+
+
+def open_checkpoint(path) -> RawCheckpoint:
+    """Detect the layout of ``path`` (a folder, or a Google checkpoint prefix) and open it."""
+    path = os.fspath(path)
+    if not os.path.exists(path) and not os.path.exists(path + ".index"):
+        raise CheckpointError(f"checkpoint not found: {path}")
+    if os.path.isdir(path):
+        if os.path.exists(os.path.join(path, OURS_META)):
+            return _open_ours(path)
+        if _google_prefix(path):
+            return _open_google(path)
+        if os.path.exists(os.path.join(path, "config.json")):
+            return _open_hf(path)
+        if os.path.exists(os.path.join(path, "bert_config.json")):
+            raise CheckpointError(f"{path}: bert_config.json found but no bert_model.ckpt.index")
+        raise CheckpointError(
+            f"{path}: no checkpoint found (expected {OURS_META}, config.json + model.safetensors or "
+            "pytorch_model.bin, or bert_config.json + bert_model.ckpt.*)")
+    if _google_prefix(path):
+        return _open_google(path)
+    raise CheckpointError(f"{path}: not a checkpoint folder")
+
+
+def vocab_size_of(path) -> int:
+    with open(path, encoding="utf-8") as f:
+        return sum(1 for _ in f)
+
+
+def check_vocab(raw: RawCheckpoint, config: BertConfig):
+    if raw.vocab_path is None:
+        return
+    n = vocab_size_of(raw.vocab_path)
+    if n > config.vocab_size:
+        raise BertKerasError(
+            f"{raw.vocab_path}: {n} tokens but the model's token embedding has {config.vocab_size} rows")

@@ -1,0 +1,161 @@
+"""Weight name tables: our variables <-> Hugging Face names <-> Google TF1 names.
+
+A converter is this table plus four shape fixes ("kind"):
+  copy        same array everywhere (embeddings, LayerNorm, biases)
+  dense       Keras/Google kernel [in, out]; PyTorch Linear weight [out, in]
+  out_proj    Google's `output_weights` heads are [out, in] like PyTorch
+  qkv_kernel  our fused [H, 3H] kernel = concat of query/key/value kernels
+  qkv_bias    our fused [3H] bias = concat of query/key/value biases
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+TASKS = ("pretraining", "classification", "token_classification", "span", "multiple_choice")
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+    ours: str
+    hf: tuple          # Hugging Face names, relative to the encoder prefix for encoder weights
+    google: tuple
+    kind: str = "copy"
+    encoder: bool = True   # HF encoder weights live under "bert." in task checkpoints
+
+
+def _layer_entries(i: int) -> list[Entry]:
+    hf = f"encoder.layer.{i}."
+    g = f"bert/encoder/layer_{i}/"
+    ours = f"transformer_layer_{i}/"
+    qkv = ("query", "key", "value")
+    return [
+        Entry(ours + "attention/qkv/kernel", tuple(f"{hf}attention.self.{n}.weight" for n in qkv),
+              tuple(f"{g}attention/self/{n}/kernel" for n in qkv), "qkv_kernel"),
+        Entry(ours + "attention/qkv/bias", tuple(f"{hf}attention.self.{n}.bias" for n in qkv),
+              tuple(f"{g}attention/self/{n}/bias" for n in qkv), "qkv_bias"),
+        Entry(ours + "attention/output/kernel", (hf + "attention.output.dense.weight",),
+              (g + "attention/output/dense/kernel",), "dense"),
+        Entry(ours + "attention/output/bias", (hf + "attention.output.dense.bias",),
+              (g + "attention/output/dense/bias",)),
+        Entry(ours + "attention_layer_norm/gamma", (hf + "attention.output.LayerNorm.weight",),
+              (g + "attention/output/LayerNorm/gamma",)),
+        Entry(ours + "attention_layer_norm/beta", (hf + "attention.output.LayerNorm.bias",),
+              (g + "attention/output/LayerNorm/beta",)),
+        Entry(ours + "intermediate/kernel", (hf + "intermediate.dense.weight",),
+              (g + "intermediate/dense/kernel",), "dense"),
+        Entry(ours + "intermediate/bias", (hf + "intermediate.dense.bias",), (g + "intermediate/dense/bias",)),
+        Entry(ours + "output/kernel", (hf + "output.dense.weight",), (g + "output/dense/kernel",), "dense"),
+        Entry(ours + "output/bias", (hf + "output.dense.bias",), (g + "output/dense/bias",)),
+        Entry(ours + "output_layer_norm/gamma", (hf + "output.LayerNorm.weight",),
+              (g + "output/LayerNorm/gamma",)),
+        Entry(ours + "output_layer_norm/beta", (hf + "output.LayerNorm.bias",), (g + "output/LayerNorm/beta",)),
+    ]
+
+
+def encoder_entries(num_layers: int) -> list[Entry]:
+    entries = [
+        Entry("embeddings/token_embedding/embeddings", ("embeddings.word_embeddings.weight",),
+              ("bert/embeddings/word_embeddings",)),
+        Entry("embeddings/segment_embedding/embeddings", ("embeddings.token_type_embeddings.weight",),
+              ("bert/embeddings/token_type_embeddings",)),
+        Entry("embeddings/position_embeddings", ("embeddings.position_embeddings.weight",),
+              ("bert/embeddings/position_embeddings",)),
+        Entry("embeddings/layer_norm/gamma", ("embeddings.LayerNorm.weight",),
+              ("bert/embeddings/LayerNorm/gamma",)),
+        Entry("embeddings/layer_norm/beta", ("embeddings.LayerNorm.bias",), ("bert/embeddings/LayerNorm/beta",)),
+    ]
+    for i in range(num_layers):
+        entries += _layer_entries(i)
+    entries += [
+        Entry("pooler/dense/kernel", ("pooler.dense.weight",), ("bert/pooler/dense/kernel",), "dense"),
+        Entry("pooler/dense/bias", ("pooler.dense.bias",), ("bert/pooler/dense/bias",)),
+    ]
+    return entries
+
+
+def head_entries(task: str | None) -> list[Entry]:
+    """Head weights of a task model.  Google's run_classifier names its head
+    `output_weights`/`output_bias`, run_squad `cls/squad/...`."""
+    if task is None:
+        return []
+    if task == "pretraining":
+        return [
+            Entry("masked_lm_head/transform/kernel", ("cls.predictions.transform.dense.weight",),
+                  ("cls/predictions/transform/dense/kernel",), "dense", False),
+            Entry("masked_lm_head/transform/bias", ("cls.predictions.transform.dense.bias",),
+                  ("cls/predictions/transform/dense/bias",), "copy", False),
+            Entry("masked_lm_head/layer_norm/gamma", ("cls.predictions.transform.LayerNorm.weight",),
+                  ("cls/predictions/transform/LayerNorm/gamma",), "copy", False),
+            Entry("masked_lm_head/layer_norm/beta", ("cls.predictions.transform.LayerNorm.bias",),
+                  ("cls/predictions/transform/LayerNorm/beta",), "copy", False),
+            Entry("masked_lm_head/output_bias", ("cls.predictions.bias",), ("cls/predictions/output_bias",),
+                  "copy", False),
+            Entry("nsp_head/kernel", ("cls.seq_relationship.weight",), ("cls/seq_relationship/output_weights",),
+                  "out_proj", False),
+            Entry("nsp_head/bias", ("cls.seq_relationship.bias",), ("cls/seq_relationship/output_bias",),
+                  "copy", False),
+        ]
+    if task == "span":
+        return [
+            Entry("span_head/kernel", ("qa_outputs.weight",), ("cls/squad/output_weights",), "out_proj", False),
+            Entry("span_head/bias", ("qa_outputs.bias",), ("cls/squad/output_bias",), "copy", False),
+        ]
+    if task in ("classification", "token_classification", "multiple_choice"):
+        return [
+            Entry("classifier/kernel", ("classifier.weight",), ("output_weights",), "out_proj", False),
+            Entry("classifier/bias", ("classifier.bias",), ("output_bias",), "copy", False),
+        ]
+    raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+
+
+def to_ours(entry: Entry, arrays: list[np.ndarray], flavor: str) -> np.ndarray:
+    """Their arrays (one, or three for QKV) -> our variable's value."""
+    kind = entry.kind
+    if kind == "copy":
+        return arrays[0]
+    if kind == "qkv_bias":
+        return np.concatenate(arrays, axis=0)
+    if kind == "qkv_kernel":
+        return np.concatenate([a.T if flavor == "hf" else a for a in arrays], axis=1)
+    if kind == "dense":
+        return arrays[0].T if flavor == "hf" else arrays[0]
+    if kind == "out_proj":
+        return arrays[0].T
+    raise AssertionError(kind)
+
+
+def from_ours(entry: Entry, value: np.ndarray, flavor: str) -> list[np.ndarray]:
+    """Our variable's value -> their arrays (inverse of `to_ours`)."""
+    kind = entry.kind
+    if kind == "copy":
+        return [value]
+    if kind == "qkv_bias":
+        return list(np.split(value, 3, axis=0))
+    if kind == "qkv_kernel":
+        parts = np.split(value, 3, axis=1)
+        return [np.ascontiguousarray(p.T) if flavor == "hf" else p for p in parts]
+    if kind == "dense":
+        return [np.ascontiguousarray(value.T)] if flavor == "hf" else [value]
+    if kind == "out_proj":
+        return [np.ascontiguousarray(value.T)]
+    raise AssertionError(kind)
+
+
+def expected_their_shapes(entry: Entry, our_shape: tuple, flavor: str) -> list[tuple]:
+    """The shapes a checkpoint must hold for `entry`, given our variable's shape."""
+    shape = tuple(our_shape)
+    kind = entry.kind
+    if kind == "copy":
+        return [shape]
+    if kind == "qkv_bias":
+        return [(shape[0] // 3,)] * 3
+    if kind == "qkv_kernel":
+        return [(shape[1] // 3, shape[0]) if flavor == "hf" else (shape[0], shape[1] // 3)] * 3
+    if kind == "dense":
+        return [shape[::-1] if flavor == "hf" else shape]
+    if kind == "out_proj":
+        return [shape[::-1]]
+    raise AssertionError(kind)

@@ -1,0 +1,94 @@
+"""Small layers on top of the encoder: pooler, masked-LM head (tied), NSP head."""
+
+import keras
+from keras import ops
+
+from bert_keras.layers.activations import get_activation
+
+
+def gather_positions(sequence, positions):
+    """sequence [B, L, H], positions int [B, P] -> [B, P, H] (row b takes sequence[b, positions[b]])."""
+    shape = ops.shape(sequence)
+    batch, length, width = shape[0], shape[1], shape[2]
+    offsets = ops.arange(batch, dtype="int32")[:, None] * length
+    flat_positions = ops.reshape(ops.cast(positions, "int32") + offsets, (-1,))
+    flat = ops.take(ops.reshape(sequence, (-1, width)), flat_positions, axis=0)
+    return ops.reshape(flat, (batch, -1, width))
+
+
+@keras.saving.register_keras_serializable(package="bert_keras")
+class BertPooler(keras.layers.Layer):
+    """tanh(W h_[CLS] + b): [B, L, H] -> [B, H], the sequence summary C of the paper."""
+
+    def __init__(self, hidden_size, initializer_range=0.02, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden_size = hidden_size
+        self.initializer_range = initializer_range
+        self.dense = keras.layers.Dense(
+            hidden_size, activation="tanh", dtype=self.dtype_policy, name="dense",
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range))
+
+    def build(self, input_shape):
+        self.dense.build((input_shape[0], input_shape[-1]))
+        self.built = True
+
+    def call(self, sequence_output):
+        return self.dense(sequence_output[:, 0])
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0], self.hidden_size)
+
+    def get_config(self):
+        return {**super().get_config(), "hidden_size": self.hidden_size,
+                "initializer_range": self.initializer_range}
+
+
+@keras.saving.register_keras_serializable(package="bert_keras")
+class MaskedLMHead(keras.layers.Layer):
+    """MLM head: dense H->H + activation + LayerNorm, then logits = x E^T + b.
+
+    E is the encoder's token embedding matrix (tied, not a copy): pass the
+    encoder's ``token_embedding`` layer.  Logits are computed only at the masked
+    positions, so the [*, V] projection costs B*P rows instead of B*L.
+
+    Call:
+        sequence_output [B, L, H], masked_positions int32 [B, P].
+    Returns:
+        float32 logits [B, P, V].
+    """
+
+    def __init__(self, token_embedding, hidden_act="gelu", layer_norm_eps=1e-12, initializer_range=0.02,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.token_embedding = token_embedding
+        self.hidden_act = hidden_act
+        self.layer_norm_eps = layer_norm_eps
+        self.initializer_range = initializer_range
+        self.vocab_size, self.hidden_size = token_embedding.input_dim, token_embedding.output_dim
+        self.transform = keras.layers.Dense(
+            self.hidden_size, activation=get_activation(hidden_act), dtype=self.dtype_policy,
+            kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range), name="transform")
+        self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_eps, dtype=self.dtype_policy,
+                                                          name="layer_norm")
+
+    def build(self, sequence_output_shape=None, masked_positions_shape=None):
+        self.transform.build((None, None, self.hidden_size))
+        self.layer_norm.build((None, None, self.hidden_size))
+        self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,), initializer="zeros")
+        self.built = True
+
+    def call(self, sequence_output, masked_positions):
+        x = self.layer_norm(self.transform(gather_positions(sequence_output, masked_positions)))
+        embeddings = ops.cast(self.token_embedding.embeddings, self.compute_dtype)
+        logits = ops.matmul(x, ops.transpose(embeddings))
+        return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
+
+    def compute_output_shape(self, sequence_output_shape, masked_positions_shape):
+        return (sequence_output_shape[0], masked_positions_shape[1], self.vocab_size)
+
+    def get_config(self):
+        config = super().get_config()
+        # The tied embedding layer is not serialised here; BertPretrainer re-attaches it.
+        config.update({"hidden_act": self.hidden_act, "layer_norm_eps": self.layer_norm_eps,
+                       "initializer_range": self.initializer_range})
+        return config

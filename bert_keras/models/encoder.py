@@ -1,0 +1,81 @@
+"""`BertEncoder`: embeddings -> N post-LN Transformer blocks -> pooler."""
+
+import keras
+
+from bert_keras.config import BertConfig
+from bert_keras.layers import BertEmbeddings, BertPooler, TransformerBlock, attention_bias_from_padding_mask
+
+INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
+
+
+def encoder_inputs(prefix_shape=()):
+    """Fresh `keras.Input`s for the encoder's three int32 [B, *prefix_shape, L] inputs."""
+    shape = tuple(prefix_shape) + (None,)
+    return {name: keras.Input(shape=shape, dtype="int32", name=name) for name in INPUT_NAMES}
+
+
+@keras.saving.register_keras_serializable(package="bert_keras")
+class BertEncoder(keras.Model):
+    """The BERT encoder (Devlin et al., 2019) as a functional Keras model.
+
+    Inputs (dict of int32 [B, L]):
+        token_ids: WordPiece ids, ``[CLS] A [SEP] (B [SEP])`` then padding.
+        segment_ids: 0 for segment A (incl. [CLS]), 1 for segment B.
+        padding_mask: 1 for real tokens, 0 for padding.
+    Outputs (dict):
+        sequence_output: [B, L, H], the last block's hidden states.
+        pooled_output: [B, H], tanh(dense(h_[CLS])).
+
+    Example:
+        >>> import numpy as np, bert_keras as bk
+        >>> enc = bk.BertEncoder(bk.BertConfig.preset("tiny", vocab_size=100))
+        >>> out = enc({"token_ids": np.array([[2, 5, 3, 0]], "int32"),
+        ...            "segment_ids": np.zeros((1, 4), "int32"),
+        ...            "padding_mask": np.array([[1, 1, 1, 0]], "int32")})
+        >>> tuple(out["sequence_output"].shape), tuple(out["pooled_output"].shape)
+        ((1, 4, 128), (1, 128))
+    """
+
+    def __init__(self, config=None, dtype=None, **kwargs):
+        if config is None:
+            config = BertConfig()
+        elif isinstance(config, dict):
+            config = BertConfig.from_dict(config)
+        c = config
+        # === Layers ===
+        self.embeddings = BertEmbeddings(
+            c.vocab_size, c.hidden_size, c.max_position_embeddings, c.type_vocab_size, c.dropout,
+            c.layer_norm_eps, c.initializer_range, dtype=dtype, name="embeddings")
+        self.transformer_layers = [
+            TransformerBlock(c.hidden_size, c.num_heads, c.intermediate_size, c.hidden_act, c.dropout,
+                             c.attention_dropout, c.layer_norm_eps, c.initializer_range, dtype=dtype,
+                             name=f"transformer_layer_{i}")
+            for i in range(c.num_layers)
+        ]
+        self.pooler = BertPooler(c.hidden_size, c.initializer_range, dtype=dtype, name="pooler")
+
+        # === Functional graph ===
+        inputs = encoder_inputs()
+        x = self.embeddings(inputs["token_ids"], inputs["segment_ids"])
+        bias = attention_bias_from_padding_mask(inputs["padding_mask"])
+        for block in self.transformer_layers:
+            x = block(x, bias)
+        outputs = {"sequence_output": x, "pooled_output": self.pooler(x)}
+        super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+        self.config = config
+
+    @property
+    def token_embedding(self):
+        """The [V, H] token embedding layer (tied to the MLM output projection)."""
+        return self.embeddings.token_embedding
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable,
+                "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
+
+    @classmethod
+    def from_config(cls, config):
+        config = dict(config)
+        if isinstance(config.get("dtype"), dict):
+            config["dtype"] = keras.dtype_policies.deserialize(config["dtype"])
+        return cls(**config)
