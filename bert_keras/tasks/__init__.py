@@ -1,0 +1,41 @@
+"""Fine-tuning data: readers for the official formats and featurizers.
+
+Readers return plain Python examples (dataclasses) in `ExampleList`s (a list
+with a `skipped` count for records dropped where the official scripts drop
+them) and raise `bert_keras.errors.DataError` naming the file, line and field
+of malformed input.  Featurizers take a tokenizer with
+`tokenize(list_of_str) -> RaggedTensor` (e.g. `bk.BertTokenizer`) and return
+numpy int32 arrays; `to_dataset` batches them, padding each batch only to its
+longest member.
+
+| task family | reader | featurizer | model |
+| --- | --- | --- | --- |
+| GLUE single/pair classification, STS-B regression | `read_glue` | `featurize_classification` | BertClassifier |
+| generic CSV/TSV/JSONL (`text`, `text_b`, `label`) | `read_examples` | `featurize_classification` | BertClassifier |
+| NER (CoNLL/BIO) | `read_conll` | `featurize_token_classification`, `words_from_predictions` | BertTokenClassifier |
+| SQuAD v1.1/v2.0 | `read_squad` | `featurize_squad`, `postprocess_squad` | BertSpanLabeler |
+| SWAG multiple choice | `read_swag` | `featurize_multiple_choice` | BertMultipleChoice |
+"""
+
+from bert_keras.tasks.classification import (GLUE_TASKS, Features, InputExample,
+                                             featurize_classification, glue_label_map,
+                                             glue_task, read_examples, read_glue)
+from bert_keras.tasks.common import (IGNORE_LABEL, ExampleList, LabelMap, to_dataset,
+                                     truncate_pair)
+from bert_keras.tasks.multiple_choice import (MultipleChoiceExample, featurize_multiple_choice,
+                                              read_swag)
+from bert_keras.tasks.ner import (TaggedSentence, TokenFeatures, featurize_token_classification,
+                                  read_conll, words_from_predictions)
+from bert_keras.tasks.squad import (SquadExample, SquadFeatures, SquadPredictions,
+                                    apply_null_threshold, basic_tokenize, featurize_squad,
+                                    get_final_text, postprocess_squad, read_squad)
+
+__all__ = [
+    "GLUE_TASKS", "IGNORE_LABEL", "ExampleList", "Features", "InputExample", "LabelMap",
+    "MultipleChoiceExample", "SquadExample", "SquadFeatures", "SquadPredictions",
+    "TaggedSentence", "TokenFeatures", "apply_null_threshold", "basic_tokenize",
+    "featurize_classification", "featurize_multiple_choice", "featurize_squad",
+    "featurize_token_classification", "get_final_text", "glue_label_map", "glue_task",
+    "postprocess_squad", "read_conll", "read_examples", "read_glue", "read_squad", "read_swag",
+    "to_dataset", "truncate_pair", "words_from_predictions",
+]

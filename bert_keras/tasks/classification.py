@@ -1,0 +1,423 @@
+"""Sentence and sentence-pair classification/regression data (GLUE and generic files).
+
+Readers return `ExampleList`s of `InputExample`; `featurize_classification`
+turns them into int32 arrays for the encoder.
+
+    from bert_keras.tasks import read_glue, featurize_classification, glue_label_map
+    train = read_glue("mrpc", "glue/MRPC/train.tsv")
+    feats = featurize_classification(train, tokenizer, max_seq_len=128,
+                                     label_map=glue_label_map("mrpc"))
+    feats.inputs["token_ids"].shape   # (3668, 128) int32
+    feats.labels.shape                # (3668,) int32
+
+GLUE file layouts (the tab-separated files of the GLUE benchmark download):
+
+| task | header | text_a | text_b | label |
+| --- | --- | --- | --- | --- |
+| CoLA | none (test: `index sentence`) | column 4 | - | column 2 (0/1) |
+| SST-2 | `sentence label` | sentence | - | label (0/1) |
+| MRPC | `Quality #1 ID #2 ID #1 String #2 String` | #1 String | #2 String | Quality (0/1) |
+| QQP | `id qid1 qid2 question1 question2 is_duplicate` | question1 | question2 | is_duplicate (0/1) |
+| STS-B | `index genre filename year old_index source1 source2 sentence1 sentence2 score` | sentence1 | sentence2 | score (float 0-5) |
+| MNLI | `index promptID pairID genre ... sentence1 sentence2 [label1..] gold_label` | sentence1 | sentence2 | gold_label (contradiction/entailment/neutral) |
+| QNLI | `index question sentence label` | question | sentence | label (entailment/not_entailment) |
+| RTE | `index sentence1 sentence2 label` | sentence1 | sentence2 | label (entailment/not_entailment) |
+| WNLI | `index sentence1 sentence2 label` | sentence1 | sentence2 | label (0/1) |
+
+Test files lack the label column and give `label=None`.  Fields are split on
+tabs with no quote processing (Google's readers use `quotechar=None`).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import pathlib
+
+import numpy as np
+
+from bert_keras.errors import DataError
+from bert_keras.tasks.common import (ExampleList, LabelMap, model_inputs, pack, special_ids,
+                                     token_ids)
+
+
+@dataclasses.dataclass
+class InputExample:
+    """One classification example.
+
+    Attributes:
+      text_a: first (or only) text.
+      text_b: second text of a pair task, or None.
+      label: label string (classification), float (regression) or None (unlabelled).
+      guid: the row's id (the file's index column when it has one, else "file:line").
+      source: "file:line", used in error messages.
+    """
+
+    text_a: str
+    text_b: str | None = None
+    label: object = None
+    guid: str | None = None
+    source: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class GlueTask:
+    name: str
+    labels: tuple | None  # None: regression
+    text_a: str | int
+    text_b: str | int | None
+    label: str | int
+    has_header: bool = True
+    skip_malformed: bool = False  # QQP: rows with missing fields are dropped, as in the usual readers
+    test_text_a: str | None = None
+    test_text_b: str | None = None
+
+
+GLUE_TASKS = {
+    t.name: t
+    for t in [
+        GlueTask("cola", ("0", "1"), 3, None, 1, has_header=False, test_text_a="sentence"),
+        GlueTask("sst-2", ("0", "1"), "sentence", None, "label"),
+        GlueTask("mrpc", ("0", "1"), "#1 String", "#2 String", "Quality"),
+        GlueTask("qqp", ("0", "1"), "question1", "question2", "is_duplicate",
+                 skip_malformed=True),
+        GlueTask("sts-b", None, "sentence1", "sentence2", "score"),
+        GlueTask("mnli", ("contradiction", "entailment", "neutral"), "sentence1", "sentence2",
+                 "gold_label"),
+        GlueTask("qnli", ("entailment", "not_entailment"), "question", "sentence", "label"),
+        GlueTask("rte", ("entailment", "not_entailment"), "sentence1", "sentence2", "label"),
+        GlueTask("wnli", ("0", "1"), "sentence1", "sentence2", "label"),
+    ]
+}
+_ALIASES = {"sst2": "sst-2", "sst": "sst-2", "stsb": "sts-b", "sts": "sts-b",
+            "mnli-m": "mnli", "mnli-mm": "mnli", "mnli_matched": "mnli",
+            "mnli_mismatched": "mnli"}
+
+
+def glue_task(name):
+    """The `GlueTask` for a name like "MRPC", "sst2", "STS-B" (case-insensitive)."""
+    key = str(name).lower()
+    key = _ALIASES.get(key, key)
+    if key not in GLUE_TASKS:
+        raise DataError(f"unknown GLUE task {name!r}; known: {', '.join(GLUE_TASKS)}")
+    return GLUE_TASKS[key]
+
+
+def glue_label_map(name):
+    """The label set of a GLUE classification task (None for STS-B regression)."""
+    task = glue_task(name)
+    return LabelMap(task.labels) if task.labels else None
+
+
+def _tsv_rows(path):
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    # utf-8-sig: MRPC's files start with a byte-order mark
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        for n, line in enumerate(f, 1):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            yield n, line.split("\t")
+
+
+def read_glue(task, path):
+    """Reads one GLUE TSV file (train, dev, dev_matched/mismatched or test).
+
+    Args:
+      task: task name ("cola", "sst-2", "mrpc", "qqp", "sts-b", "mnli", "qnli",
+        "rte", "wnli"; case and "-" optional).
+      path: the .tsv file.
+
+    Returns:
+      ExampleList of InputExample; labels are validated against the task's
+      label set (STS-B: float).  `skipped` counts QQP rows with missing fields.
+
+    Raises:
+      DataError naming the file, line and field for a short row, an empty
+      text, an unknown label or a non-numeric score.
+    """
+    spec = glue_task(task)
+    path = pathlib.Path(path)
+    examples = ExampleList()
+    rows = _tsv_rows(path)
+    columns = None
+    if spec.has_header:
+        first = next(rows, None)
+        if first is None:
+            return examples
+        columns = first[1]
+    else:
+        # CoLA train/dev have no header; its test file has `index<TAB>sentence`
+        first = next(rows, None)
+        if first is None:
+            return examples
+        if first[1][:2] == ["index", "sentence"]:
+            columns = first[1]
+        else:
+            rows = _chain([first], rows)
+
+    def locate(field):
+        if field is None:
+            return None
+        if isinstance(field, int):
+            return field
+        if field not in columns:
+            return -1
+        # MNLI's dev files hold label1..label5 then gold_label: take the named one
+        return columns.index(field)
+
+    if columns is not None and not isinstance(spec.text_a, int):
+        ia, ib, il = locate(spec.text_a), locate(spec.text_b), locate(spec.label)
+        if ia < 0:
+            raise DataError(f"{path}:1: header has no column {spec.text_a!r} for GLUE task "
+                            f"{spec.name} (header: {columns})")
+        if ib is not None and ib < 0:
+            raise DataError(f"{path}:1: header has no column {spec.text_b!r} for GLUE task "
+                            f"{spec.name} (header: {columns})")
+        if il < 0:
+            il = None  # a test file: no labels
+        id_col = columns.index("index") if "index" in columns else (
+            columns.index("id") if "id" in columns else None)
+        names = (spec.text_a, spec.text_b, spec.label)
+    elif columns is not None:  # CoLA test
+        ia, ib, il = columns.index(spec.test_text_a), None, None
+        id_col = columns.index("index")
+        names = (spec.test_text_a, None, None)
+    else:
+        ia, ib, il = spec.text_a, spec.text_b, spec.label
+        id_col = None
+        names = (f"column {ia + 1} (sentence)", None, f"column {il + 1} (label)")
+
+    needed = max(i for i in (ia, ib, il) if i is not None) + 1
+    for n, fields in rows:
+        where = f"{path}:{n}"
+        if len(fields) < needed:
+            if spec.skip_malformed:
+                examples.skip(f"{where}: {len(fields)} fields, expected {needed}")
+                continue
+            raise DataError(f"{where}: expected at least {needed} tab-separated fields, "
+                            f"got {len(fields)}")
+        text_a = fields[ia]
+        text_b = fields[ib] if ib is not None else None
+        empty = [name for name, t in ((names[0], text_a), (names[1], text_b))
+                 if t is not None and not t.strip()]
+        if empty:
+            if spec.skip_malformed:
+                examples.skip(f"{where}: field {empty[0]!r} is empty")
+                continue
+            raise DataError(f"{where}: field {empty[0]!r} is empty")
+        label = None
+        if il is not None:
+            raw = fields[il].strip()
+            if spec.labels is None:
+                try:
+                    label = float(raw)
+                except ValueError:
+                    raise DataError(f"{where}: field {names[2]!r}: not a number: "
+                                    f"{raw!r}") from None
+            else:
+                if raw not in spec.labels:
+                    if spec.skip_malformed:
+                        examples.skip(f"{where}: field {names[2]!r}: bad label {raw!r}")
+                        continue
+                    raise DataError(f"{where}: field {names[2]!r}: {raw!r} is not in the "
+                                    f"label set {list(spec.labels)}")
+                label = raw
+        guid = fields[id_col] if id_col is not None else f"{path.name}:{n}"
+        examples.append(InputExample(text_a, text_b, label, guid, where))
+    return examples
+
+
+def _chain(first, rest):
+    yield from first
+    yield from rest
+
+
+# ----------------------------------------------------------------------------
+# Generic files
+
+
+def read_examples(path, text_field="text", text_b_field="text_b", label_field="label",
+                  delimiter=None):
+    """Reads a generic labelled file: CSV/TSV with a header, or JSON lines.
+
+    Args:
+      path: `.csv`, `.tsv` (header row with the field names) or `.jsonl`/`.json`
+        (one JSON object per line).
+      text_field, text_b_field, label_field: field names.  `text_b` and
+        `label` are optional (absent: single sentences / unlabelled).
+      delimiter: overrides the delimiter guessed from the extension.
+
+    Returns:
+      ExampleList of InputExample (labels as strings, None when absent).
+
+    Raises:
+      DataError naming file, line and field for a missing/empty text, a
+      malformed JSON line or a row with the wrong number of fields.
+    """
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".json", ".ndjson"):
+        records = _jsonl_records(path)
+    elif suffix in (".csv", ".tsv", ".txt") or delimiter:
+        records = _csv_records(path, delimiter or ("\t" if suffix in (".tsv", ".txt") else ","))
+    else:
+        raise DataError(f"{path}: unknown file type {suffix!r} (expected .csv, .tsv or .jsonl)")
+    examples = ExampleList()
+    for n, record in records:
+        where = f"{path}:{n}"
+        text_a = record.get(text_field)
+        if text_a is None:
+            raise DataError(f"{where}: missing field {text_field!r}")
+        if not isinstance(text_a, str) or not text_a.strip():
+            raise DataError(f"{where}: field {text_field!r} is empty or not text: {text_a!r}")
+        text_b = record.get(text_b_field)
+        if text_b is not None and (not isinstance(text_b, str) or not text_b.strip()):
+            if text_b == "" and not suffix.startswith(".json"):
+                text_b = None  # an empty CSV cell: a single-sentence row
+            else:
+                raise DataError(f"{where}: field {text_b_field!r} is empty or not text: "
+                                f"{text_b!r}")
+        label = record.get(label_field)
+        if isinstance(label, str):
+            label = label.strip()
+            if label == "":
+                label = None
+        elif isinstance(label, bool):
+            label = str(int(label))
+        elif label is not None and not isinstance(label, (int, float)):
+            raise DataError(f"{where}: field {label_field!r}: not a label: {label!r}")
+        elif label is not None:
+            label = str(label)
+        guid = record.get("id", record.get("idx", record.get("guid")))
+        examples.append(InputExample(text_a, text_b, label,
+                                     str(guid) if guid is not None else f"{path.name}:{n}",
+                                     where))
+    return examples
+
+
+def _jsonl_records(path):
+    with open(path, encoding="utf-8-sig") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise DataError(f"{path}:{n}: malformed JSON ({e.msg} at column {e.colno})") \
+                    from None
+            if not isinstance(record, dict):
+                raise DataError(f"{path}:{n}: expected a JSON object, got "
+                                f"{type(record).__name__}")
+            yield n, record
+
+
+def _csv_records(path, delimiter):
+    with open(path, encoding="utf-8-sig", newline="") as f:
+        reader = csv.reader(f, delimiter=delimiter)
+        header = next(reader, None)
+        if header is None:
+            return
+        header = [h.strip() for h in header]
+        line = reader.line_num
+        for fields in reader:
+            start, line = line + 1, reader.line_num
+            if not any(x.strip() for x in fields):
+                continue
+            if len(fields) != len(header):
+                raise DataError(f"{path}:{start}: expected {len(header)} fields "
+                                f"({', '.join(header)}), got {len(fields)}")
+            yield start, dict(zip(header, fields))
+
+
+# ----------------------------------------------------------------------------
+# Features
+
+
+@dataclasses.dataclass
+class Features:
+    """Model-ready arrays.
+
+    Attributes:
+      inputs: {"token_ids", "segment_ids", "padding_mask"}: int32 [N, L]
+        (multiple choice: [N, K, L]).
+      labels: int32 [N] class ids, float32 [N] regression targets, int32 [N, L]
+        token labels (ignored positions = IGNORE_LABEL), or None (unlabelled).
+      lengths: int32 [N] real (unpadded) lengths (multiple choice: [N, K]).
+      truncated: number of examples that did not fit in max_seq_len.
+    """
+
+    inputs: dict
+    labels: np.ndarray | None
+    lengths: np.ndarray
+    truncated: int = 0
+
+
+def featurize_classification(examples, tokenizer, max_seq_len=128, label_map=None,
+                             regression=False):
+    """Tokenizes and packs examples: [CLS] a [SEP] (b [SEP]), pair truncated longest-first.
+
+    Args:
+      examples: InputExamples (all single texts or all pairs).
+      tokenizer: object with `tokenize(list_of_str) -> RaggedTensor` of ids.
+      max_seq_len: L, at least 3 for pairs.
+      label_map: LabelMap for classification; default: the sorted labels seen.
+      regression: labels are floats (STS-B); `label_map` is ignored.
+
+    Returns:
+      Features (labels None when no example is labelled; a mix of labelled and
+      unlabelled examples is an error).
+    """
+    examples = list(examples)
+    if not examples:
+        raise DataError("no examples to featurize")
+    if max_seq_len < 3:
+        raise DataError(f"max_seq_len must be at least 3, got {max_seq_len}")
+    special = special_ids(tokenizer)
+    pairs = [e.text_b is not None for e in examples]
+    if any(pairs) and not all(pairs):
+        first_single = examples[pairs.index(False)]
+        raise DataError(f"{first_single.source or first_single.guid}: field 'text_b' is missing "
+                        f"but other examples are pairs")
+    ids_a = token_ids(tokenizer, [e.text_a for e in examples])
+    ids_b = token_ids(tokenizer, [e.text_b for e in examples]) if all(pairs) else [None] * len(
+        examples)
+    token_rows, segment_rows, truncated = [], [], 0
+    for a, b in zip(ids_a, ids_b):
+        tokens, segments = pack(a, b, special, max_seq_len)
+        truncated += len(a) + (len(b) if b is not None else 0) + (3 if b is not None else 2) \
+            > max_seq_len
+        token_rows.append(tokens)
+        segment_rows.append(segments)
+    inputs = model_inputs(token_rows, segment_rows, max_seq_len, special.pad)
+    labels = _encode_labels(examples, label_map, regression)
+    return Features(inputs, labels, np.array([len(r) for r in token_rows], np.int32),
+                    int(truncated))
+
+
+def _encode_labels(examples, label_map, regression):
+    labelled = [e.label is not None for e in examples]
+    if not any(labelled):
+        return None
+    if not all(labelled):
+        e = examples[labelled.index(False)]
+        raise DataError(f"{e.source or e.guid}: field 'label' is missing but other examples "
+                        f"are labelled")
+    if regression:
+        out = np.empty(len(examples), np.float32)
+        for i, e in enumerate(examples):
+            try:
+                out[i] = float(e.label)
+            except (TypeError, ValueError):
+                raise DataError(f"{e.source or e.guid}: field 'label': not a number: "
+                                f"{e.label!r}") from None
+        return out
+    if label_map is None:
+        label_map = LabelMap.from_examples(examples)
+    return np.array([label_map.encode(e.label, where=e.source or str(e.guid)) for e in examples],
+                    np.int32)

@@ -1,0 +1,286 @@
+"""Pieces shared by the task readers and featurizers.
+
+The featurizers take any tokenizer object with
+
+    tokenize(list_of_str) -> tf.RaggedTensor int32 [batch, (pieces)]
+
+(`bert_keras.BertTokenizer`, or any adapter with the same method; a nested
+Python list is accepted too) and find the special ids through its `cls_id`,
+`sep_id`, `pad_id`, `unk_id` attributes, or else through its `vocab`
+(a list of tokens in id order, a {token: id} dict, or a vocab.txt path).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+
+import numpy as np
+
+from bert_keras.errors import DataError
+
+# Label id of positions that do not count in the loss or the metrics
+# (sub-tokens after a word's first, special tokens, padding); the value
+# Hugging Face uses, accepted by keras' `ignore_class`.
+IGNORE_LABEL = -100
+
+
+class ExampleList(list):
+    """A list of examples that also says how many input records were skipped.
+
+    Attributes:
+      skipped: number of records dropped where the official scripts drop them
+        (e.g. a SQuAD answer not found in its context, a QQP row with missing
+        columns).
+      skip_reasons: the first few skips as "file:line: reason" strings.
+    """
+
+    def __init__(self, items=(), skipped=0, skip_reasons=()):
+        super().__init__(items)
+        self.skipped = skipped
+        self.skip_reasons = list(skip_reasons)
+
+    def skip(self, reason):
+        self.skipped += 1
+        if len(self.skip_reasons) < 20:
+            self.skip_reasons.append(reason)
+
+
+class LabelMap:
+    """A fixed, ordered label set: label string <-> class id.
+
+        lm = LabelMap(["negative", "positive"])
+        lm.encode("positive", where="train.tsv:3")   # 1
+        lm.decode(0)                                  # "negative"
+
+    Labels are strings (JSON ints/bools become their `str`); a label outside the
+    set raises `DataError` naming it and where it was found.
+    """
+
+    def __init__(self, labels):
+        labels = [str(l) for l in labels]
+        if not labels:
+            raise DataError("label set is empty")
+        if len(set(labels)) != len(labels):
+            raise DataError(f"label set has duplicates: {labels}")
+        self.labels = labels
+        self._ids = {l: i for i, l in enumerate(labels)}
+
+    @classmethod
+    def from_examples(cls, examples, attr="label"):
+        """The sorted set of labels seen in examples (None labels ignored)."""
+        seen = {str(getattr(e, attr)) for e in examples if getattr(e, attr) is not None}
+        if not seen:
+            raise DataError("no labels in the examples")
+        return cls(sorted(seen))
+
+    def __len__(self):
+        return len(self.labels)
+
+    def __iter__(self):
+        return iter(self.labels)
+
+    def __contains__(self, label):
+        return str(label) in self._ids
+
+    def __eq__(self, other):
+        return isinstance(other, LabelMap) and other.labels == self.labels
+
+    def __repr__(self):
+        return f"LabelMap({self.labels!r})"
+
+    def encode(self, label, where=""):
+        key = str(label)
+        if key not in self._ids:
+            prefix = f"{where}: " if where else ""
+            raise DataError(f"{prefix}field 'label': {key!r} is not in the label set "
+                            f"{self.labels}")
+        return self._ids[key]
+
+    def decode(self, index):
+        return self.labels[int(index)]
+
+    def to_json(self):
+        return list(self.labels)
+
+
+# ----------------------------------------------------------------------------
+# Tokenizer access
+
+
+def token_ids(tokenizer, texts):
+    """Tokenizes texts -> list of lists of Python ints (no special tokens)."""
+    texts = list(texts)
+    if not texts:
+        return []
+    result = tokenizer.tokenize(texts)
+    if hasattr(result, "to_list"):
+        result = result.to_list()
+    elif isinstance(result, np.ndarray):
+        result = result.tolist()
+    out = []
+    for row in result:
+        if hasattr(row, "tolist"):
+            row = row.tolist()
+        out.append([int(i) for i in row])
+    if len(out) != len(texts):
+        raise DataError(f"tokenizer returned {len(out)} rows for {len(texts)} texts")
+    return out
+
+
+def vocab_list(tokenizer=None, vocab=None):
+    """The vocabulary as a list of tokens in id order.
+
+    From `vocab` (list, {token: id} dict or vocab.txt path) or the tokenizer's
+    `vocab` / `vocab_path` attribute.
+    """
+    source = vocab
+    if source is None and tokenizer is not None:
+        for attr in ("vocab", "vocabulary", "vocab_path", "vocab_file"):
+            value = getattr(tokenizer, attr, None)
+            if callable(value):
+                value = value()
+            if value is not None:
+                source = value
+                break
+    if source is None:
+        raise DataError("need the vocabulary: pass vocab= (a vocab.txt path or a token list) "
+                        "or a tokenizer with a `vocab` attribute")
+    if isinstance(source, (str, os.PathLike)):
+        path = pathlib.Path(source)
+        if not path.is_file():
+            raise DataError(f"{path}: vocabulary file not found")
+        with open(path, encoding="utf-8") as f:
+            return [line.rstrip("\n").strip() for line in f]
+    if isinstance(source, dict):
+        tokens = [None] * len(source)
+        for token, index in source.items():
+            tokens[int(index)] = token
+        return tokens
+    if hasattr(source, "numpy"):  # a tf tensor of strings
+        source = source.numpy().tolist()
+    return [t.decode("utf-8") if isinstance(t, bytes) else str(t) for t in source]
+
+
+@dataclasses.dataclass(frozen=True)
+class SpecialIds:
+    cls: int
+    sep: int
+    pad: int
+    unk: int
+
+
+def special_ids(tokenizer):
+    """[CLS], [SEP], [PAD], [UNK] ids from the tokenizer's attributes or its vocabulary."""
+    names = ("cls_id", "sep_id", "pad_id", "unk_id")
+    values = [getattr(tokenizer, n, None) for n in names]
+    if all(v is not None for v in values):
+        return SpecialIds(*(int(v) for v in values))
+    tokens = vocab_list(tokenizer)
+    index = {t: i for i, t in enumerate(tokens)}
+    found = []
+    for attr, token in zip(values, ("[CLS]", "[SEP]", "[PAD]", "[UNK]")):
+        if attr is not None:
+            found.append(int(attr))
+        elif token in index:
+            found.append(index[token])
+        else:
+            raise DataError(f"vocabulary has no {token} token")
+    return SpecialIds(*found)
+
+
+# ----------------------------------------------------------------------------
+# Packing and padding
+
+
+def truncate_pair(a, b, max_total):
+    """Google's `_truncate_seq_pair`: pop from the end of the longer list (b on ties)."""
+    a, b = list(a), list(b)
+    while len(a) + len(b) > max_total:
+        if len(a) > len(b):
+            a.pop()
+        else:
+            b.pop()
+    return a, b
+
+
+def pack(ids_a, ids_b, special, max_seq_len):
+    """[CLS] a [SEP] (b [SEP]) with segment ids, truncated longest-first.
+
+    Returns (token_ids, segment_ids) as Python lists (unpadded).
+    """
+    if ids_b is None:
+        a = list(ids_a)[: max_seq_len - 2]
+        return [special.cls, *a, special.sep], [0] * (len(a) + 2)
+    a, b = truncate_pair(ids_a, ids_b, max_seq_len - 3)
+    tokens = [special.cls, *a, special.sep, *b, special.sep]
+    return tokens, [0] * (len(a) + 2) + [1] * (len(b) + 1)
+
+
+def pad_rows(rows, length, value=0, dtype=np.int32):
+    """Pads a list of lists to a [len(rows), length] array."""
+    out = np.full((len(rows), length), value, dtype=dtype)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = row
+    return out
+
+
+def model_inputs(token_rows, segment_rows, seq_len, pad_id):
+    """The encoder's input dict from unpadded rows: int32 arrays [N, seq_len]."""
+    token_ids_ = pad_rows(token_rows, seq_len, pad_id)
+    segment_ids = pad_rows(segment_rows, seq_len, 0)
+    padding_mask = pad_rows([[1] * len(r) for r in token_rows], seq_len, 0)
+    return {"token_ids": token_ids_, "segment_ids": segment_ids, "padding_mask": padding_mask}
+
+
+def to_dataset(inputs, labels=None, batch_size=32, shuffle=False, seed=None,
+               drop_remainder=False, trim=True):
+    """A `tf.data.Dataset` of (inputs, labels) batches, each padded only to its longest member.
+
+    Args:
+      inputs: dict of int32 arrays [N, L] (or [N, K, L] for multiple choice)
+        with a "padding_mask" entry, as the featurizers return.
+      labels: array [N] / [N, L] or a dict of arrays, or None (inputs only).
+      shuffle: reshuffle every epoch (seeded by `seed`).
+      trim: cut every batch to the longest sequence in it: real sentences are
+        short, and padding every batch to L wastes most of the compute.
+        Per-position labels ([N, L]) are cut the same way.
+
+    Returns:
+      tf.data.Dataset yielding `inputs` or `(inputs, labels)`.
+    """
+    import tensorflow as tf
+
+    n = len(inputs["padding_mask"])
+    seq_axis = inputs["padding_mask"].ndim - 1
+    full_len = inputs["padding_mask"].shape[-1]
+    elements = dict(inputs) if labels is None else (dict(inputs), labels)
+    ds = tf.data.Dataset.from_tensor_slices(elements)
+    if shuffle:
+        ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
+    ds = ds.batch(batch_size, drop_remainder=drop_remainder)
+    if not trim:
+        return ds.prefetch(tf.data.AUTOTUNE)
+
+    def cut(x, length):
+        # only arrays whose last axis is the sequence axis are trimmed
+        if x.shape.rank == seq_axis + 1 and x.shape[-1] == full_len:
+            return x[..., :length]
+        return x
+
+    def trim_batch(*element):
+        feats = element[0]
+        mask = feats["padding_mask"]
+        length = tf.reduce_max(tf.reduce_sum(tf.cast(mask, tf.int32), axis=-1))
+        feats = {k: cut(v, length) for k, v in feats.items()}
+        if len(element) == 1:
+            return feats
+        lab = tf.nest.map_structure(lambda v: cut(v, length), element[1])
+        return feats, lab
+
+    if labels is None:
+        ds = ds.map(lambda f: trim_batch(f), num_parallel_calls=tf.data.AUTOTUNE)
+    else:
+        ds = ds.map(lambda f, l: trim_batch(f, l), num_parallel_calls=tf.data.AUTOTUNE)
+    return ds.prefetch(tf.data.AUTOTUNE)

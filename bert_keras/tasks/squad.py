@@ -1,0 +1,609 @@
+"""Extractive question answering: SQuAD v1.1 / v2.0 reading, windowing and answer decoding.
+
+Follows Google's `run_squad.py` step by step, so that scores are comparable
+with the paper's:
+
+1. `read_squad`: the context is split on whitespace into "doc tokens", with
+   `char_to_word_offset` mapping every character to its doc token; for
+   training the answer's character offset becomes a (start, end) doc-token
+   span, and an answer whose text cannot be found there is skipped and
+   counted (`examples.skipped`).
+2. `featurize_squad`: every doc token is WordPiece-tokenized on its own; the
+   question is cut to `max_query_length` (64) pieces; the context is cut into
+   windows of `max_seq_len - len(query) - 3` pieces starting every
+   `doc_stride` (128) pieces: `[CLS] question [SEP] window [SEP]`.  A training
+   answer outside a window points at [CLS] (position 0), as do unanswerable
+   (v2.0) questions.  Each window records which doc token every piece comes
+   from and whether the window is the piece's "max context" one (the window
+   where it has the most context on both sides).
+3. `postprocess_squad`: the `n_best_size` (20) best start and end logits of every
+   window give candidate spans (start <= end, length <= `max_answer_length`
+   (30), inside the context, start at a max-context position); the best
+   `start_logit + end_logit` wins, mapped back to the original text by
+   `get_final_text`.  For v2.0 the null score is the smallest
+   `start_logit[0] + end_logit[0]` over the windows and the answer is ""
+   when `null_score - best_non_null_score > null_score_diff_threshold`.
+
+    examples = read_squad("dev-v1.1.json")
+    feats = featurize_squad(examples, tokenizer, max_seq_len=384)
+    out = model.predict(feats.inputs)           # {"start_logits": [N, L], "end_logits": [N, L]}
+    preds = postprocess_squad(examples, feats, out["start_logits"], out["end_logits"],
+                              vocab=tokenizer.vocab)
+    bert_keras.metrics.squad_evaluate(json.load(open("dev-v1.1.json")), preds.answers)
+
+For v2.0, choose the threshold on the evaluation set:
+
+    scores = metrics.squad_evaluate(data, preds.best_non_null, "2.0", na_probs=preds.null_score_diff)
+    answers = apply_null_threshold(preds, scores["best_f1_thresh"])
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import math
+import pathlib
+import unicodedata
+
+import numpy as np
+
+from bert_keras.errors import DataError
+from bert_keras.tasks.common import (ExampleList, model_inputs, special_ids, token_ids,
+                                     vocab_list)
+
+
+@dataclasses.dataclass
+class SquadExample:
+    """One question on one context.
+
+    Attributes:
+      qas_id: the question id.
+      question_text: the question.
+      context: the paragraph text.
+      doc_tokens: the context split on whitespace.
+      answers: the gold answers [{"text", "answer_start"}] (all of them).
+      is_impossible: v2.0 unanswerable question.
+      orig_answer_text, start_position, end_position: training target (first
+        answer) as text and inclusive doc-token span; None when not training,
+        -1/-1 for impossible questions.
+      source: "file: question id" for messages.
+    """
+
+    qas_id: str
+    question_text: str
+    context: str
+    doc_tokens: list
+    answers: list
+    is_impossible: bool = False
+    orig_answer_text: str | None = None
+    start_position: int | None = None
+    end_position: int | None = None
+    source: str = ""
+
+
+def _is_squad_whitespace(c):
+    return c in (" ", "\t", "\r", "\n") or ord(c) == 0x202F
+
+
+def split_context(text):
+    """Whitespace doc tokens and the character -> doc token index map (run_squad.py)."""
+    doc_tokens = []
+    char_to_word_offset = []
+    prev_is_whitespace = True
+    for c in text:
+        if _is_squad_whitespace(c):
+            prev_is_whitespace = True
+        else:
+            if prev_is_whitespace:
+                doc_tokens.append(c)
+            else:
+                doc_tokens[-1] += c
+            prev_is_whitespace = False
+        char_to_word_offset.append(len(doc_tokens) - 1)
+    return doc_tokens, char_to_word_offset
+
+
+def read_squad(data, is_training=False, version="1.1", first_answer_only=False):
+    """Reads SQuAD JSON into SquadExamples.
+
+    Args:
+      data: a path to the JSON file, or the parsed dict.
+      is_training: compute the training span of each question's answer; v1.1
+        questions must have exactly one answer, v2.0 ones may be impossible.
+        Answers not found at their offset are skipped and counted, like Google.
+      version: "1.1" or "2.0" (2.0 reads `is_impossible`).
+      first_answer_only: for training on a file with several answers per
+        question (a dev file): train on the first one instead of raising.
+
+    Returns:
+      ExampleList of SquadExample; `.skipped` counts dropped training questions.
+
+    Raises:
+      DataError naming the file and the JSON path of a missing/mistyped field.
+    """
+    name = "<dict>"
+    if not isinstance(data, dict):
+        path = pathlib.Path(data)
+        name = str(path)
+        if not path.is_file():
+            raise DataError(f"{path}: file not found")
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}:{e.lineno}: malformed JSON ({e.msg} at column {e.colno})") \
+                from None
+    v2 = str(version) in ("2.0", "2", "v2.0")
+
+    def need(obj, key, where, kind):
+        if not isinstance(obj, dict) or key not in obj:
+            raise DataError(f"{name}: {where}: missing field {key!r}")
+        value = obj[key]
+        if not isinstance(value, kind) or isinstance(value, bool):
+            kinds = kind if isinstance(kind, tuple) else (kind,)
+            raise DataError(f"{name}: {where}.{key}: expected "
+                            f"{' or '.join(k.__name__ for k in kinds)}, got {type(value).__name__}")
+        return value
+
+    examples = ExampleList()
+    for ai, article in enumerate(need(data, "data", "top level", list)):
+        for pi, paragraph in enumerate(need(article, "paragraphs", f"data[{ai}]", list)):
+            where_p = f"data[{ai}].paragraphs[{pi}]"
+            context = need(paragraph, "context", where_p, str)
+            doc_tokens, char_to_word = split_context(context)
+            for qi, qa in enumerate(need(paragraph, "qas", where_p, list)):
+                where = f"{where_p}.qas[{qi}]"
+                qas_id = str(need(qa, "id", where, (str, int)))
+                question = need(qa, "question", where, str)
+                if not question.strip():
+                    raise DataError(f"{name}: {where}.question (id {qas_id}): empty question")
+                answers = qa.get("answers", [])
+                if not isinstance(answers, list):
+                    raise DataError(f"{name}: {where}.answers: expected list")
+                for k, a in enumerate(answers):
+                    need(a, "text", f"{where}.answers[{k}]", str)
+                    need(a, "answer_start", f"{where}.answers[{k}]", int)
+                impossible = bool(qa.get("is_impossible", not answers)) if v2 else False
+                example = SquadExample(qas_id, question, context, doc_tokens, answers,
+                                       impossible, source=f"{name}: id {qas_id}")
+                if is_training:
+                    if impossible:
+                        example.orig_answer_text = ""
+                        example.start_position = example.end_position = -1
+                    else:
+                        if len(answers) != 1 and not (first_answer_only and answers):
+                            raise DataError(f"{name}: {where}.answers (id {qas_id}): a training "
+                                            f"question needs exactly 1 answer, got "
+                                            f"{len(answers)}")
+                        answer = answers[0]
+                        text = answer["text"]
+                        offset = answer["answer_start"]
+                        end_char = offset + len(text) - 1
+                        if not text or offset < 0 or end_char >= len(char_to_word):
+                            examples.skip(f"{name}: id {qas_id}: answer offset {offset} outside "
+                                          f"the context")
+                            continue
+                        start, end = char_to_word[offset], char_to_word[end_char]
+                        actual = " ".join(doc_tokens[start:end + 1])
+                        cleaned = " ".join(text.split())
+                        if start < 0 or actual.find(cleaned) == -1:
+                            examples.skip(f"{name}: id {qas_id}: answer {text!r} not found at "
+                                          f"offset {offset}")
+                            continue
+                        example.orig_answer_text = text
+                        example.start_position, example.end_position = start, end
+                examples.append(example)
+    return examples
+
+
+@dataclasses.dataclass
+class SquadFeatures:
+    """The windows of all examples.
+
+    Attributes:
+      inputs: {"token_ids", "segment_ids", "padding_mask"}: int32 [N, L].
+      start_positions, end_positions: int32 [N] training targets (0 = [CLS]
+        for impossible questions and answers outside the window), or None.
+      example_index: int32 [N]: the example each window belongs to.
+      doc_span_index: int32 [N]: the window's number within its example.
+      tokens: list of N lists of token ids (unpadded window).
+      token_to_orig_map: list of N dicts: window position -> doc token index.
+      token_is_max_context: list of N dicts: window position -> bool.
+    """
+
+    inputs: dict
+    start_positions: np.ndarray | None
+    end_positions: np.ndarray | None
+    example_index: np.ndarray
+    doc_span_index: np.ndarray
+    tokens: list
+    token_to_orig_map: list
+    token_is_max_context: list
+
+    def __len__(self):
+        return len(self.tokens)
+
+    @property
+    def labels(self):
+        if self.start_positions is None:
+            return None
+        return {"start_positions": self.start_positions, "end_positions": self.end_positions}
+
+
+def _check_is_max_context(doc_spans, cur_span_index, position):
+    """Whether window cur_span_index gives `position` the most context (min of left/right)."""
+    best_score = None
+    best_span_index = None
+    for span_index, (start, length) in enumerate(doc_spans):
+        end = start + length - 1
+        if position < start or position > end:
+            continue
+        score = min(position - start, end - position) + 0.01 * length
+        if best_score is None or score > best_score:
+            best_score = score
+            best_span_index = span_index
+    return cur_span_index == best_span_index
+
+
+def featurize_squad(examples, tokenizer, max_seq_len=384, doc_stride=128, max_query_length=64,
+                    is_training=False):
+    """Cuts examples into `[CLS] question [SEP] context window [SEP]` features.
+
+    Args:
+      examples: SquadExamples from `read_squad` (with `is_training=True` for
+        training targets).
+      tokenizer: object with `tokenize(list_of_str) -> RaggedTensor` of ids.
+      max_seq_len, doc_stride, max_query_length: as in run_squad.py.
+      is_training: produce start/end positions.
+
+    Returns:
+      SquadFeatures with one row per window.
+    """
+    examples = list(examples)
+    if not examples:
+        raise DataError("no SQuAD examples to featurize")
+    special = special_ids(tokenizer)
+    questions = token_ids(tokenizer, [e.question_text for e in examples])
+    # Doc tokens are tokenized one by one (as run_squad.py does), so each
+    # distinct word needs tokenizing only once.
+    words = sorted({w for e in examples for w in e.doc_tokens})
+    word_ids = dict(zip(words, token_ids(tokenizer, words)))
+    answer_ids = {}
+    if is_training:
+        texts = sorted({e.orig_answer_text for e in examples
+                        if not e.is_impossible and e.orig_answer_text})
+        answer_ids = dict(zip(texts, token_ids(tokenizer, texts)))
+
+    rows, segments = [], []
+    starts, ends = [], []
+    example_index, span_index = [], []
+    to_orig, max_context = [], []
+    for ei, example in enumerate(examples):
+        query = questions[ei][:max_query_length]
+        tok_to_orig, orig_to_tok, doc_pieces = [], [], []
+        for i, word in enumerate(example.doc_tokens):
+            orig_to_tok.append(len(doc_pieces))
+            for piece in word_ids[word]:
+                tok_to_orig.append(i)
+                doc_pieces.append(piece)
+
+        tok_start = tok_end = None
+        if is_training and example.is_impossible:
+            tok_start = tok_end = -1
+        elif is_training:
+            if example.start_position is None:
+                raise DataError(f"{example.source}: example has no training span; read it with "
+                                f"read_squad(..., is_training=True)")
+            tok_start = orig_to_tok[example.start_position]
+            if example.end_position < len(example.doc_tokens) - 1:
+                tok_end = orig_to_tok[example.end_position + 1] - 1
+            else:
+                tok_end = len(doc_pieces) - 1
+            tok_start, tok_end = _improve_answer_span(
+                doc_pieces, tok_start, tok_end, answer_ids[example.orig_answer_text])
+
+        max_tokens_for_doc = max_seq_len - len(query) - 3
+        if max_tokens_for_doc <= 0:
+            raise DataError(f"max_seq_len {max_seq_len} leaves no room for the context after a "
+                            f"{len(query)}-piece question (max_query_length {max_query_length})")
+        doc_spans = []
+        offset = 0
+        while offset < len(doc_pieces):
+            length = min(len(doc_pieces) - offset, max_tokens_for_doc)
+            doc_spans.append((offset, length))
+            if offset + length == len(doc_pieces):
+                break
+            offset += min(length, doc_stride)
+
+        for si, (span_start, span_length) in enumerate(doc_spans):
+            tokens = [special.cls, *query, special.sep]
+            seg = [0] * len(tokens)
+            t2o, is_max = {}, {}
+            for i in range(span_length):
+                split = span_start + i
+                t2o[len(tokens)] = tok_to_orig[split]
+                is_max[len(tokens)] = _check_is_max_context(doc_spans, si, split)
+                tokens.append(doc_pieces[split])
+            tokens.append(special.sep)
+            seg += [1] * (span_length + 1)
+            start_position = end_position = 0
+            if is_training and not example.is_impossible:
+                span_end = span_start + span_length - 1
+                if tok_start >= span_start and tok_end <= span_end:
+                    doc_offset = len(query) + 2
+                    start_position = tok_start - span_start + doc_offset
+                    end_position = tok_end - span_start + doc_offset
+            rows.append(tokens)
+            segments.append(seg)
+            starts.append(start_position)
+            ends.append(end_position)
+            example_index.append(ei)
+            span_index.append(si)
+            to_orig.append(t2o)
+            max_context.append(is_max)
+
+    inputs = model_inputs(rows, segments, max_seq_len, special.pad)
+    return SquadFeatures(
+        inputs,
+        np.array(starts, np.int32) if is_training else None,
+        np.array(ends, np.int32) if is_training else None,
+        np.array(example_index, np.int32), np.array(span_index, np.int32), rows, to_orig,
+        max_context)
+
+
+def _improve_answer_span(doc_pieces, start, end, answer_pieces):
+    """The smallest sub-span whose pieces equal the answer's own tokenization.
+
+    E.g. the answer "1895" in the doc token "(1895-1943)." : the word-level span
+    covers the whole doc token, the piece-level answer only "1895".
+    """
+    for new_start in range(start, end + 1):
+        for new_end in range(end, new_start - 1, -1):
+            if doc_pieces[new_start:new_end + 1] == answer_pieces:
+                return new_start, new_end
+    return start, end
+
+
+# ----------------------------------------------------------------------------
+# Decoding answers
+
+
+@dataclasses.dataclass
+class SquadPredictions:
+    """Decoded answers.
+
+    Attributes:
+      answers: {question id: answer text} ("" = no answer, v2.0).
+      nbest: {question id: [{"text", "probability", "start_logit", "end_logit"}]}.
+      null_score_diff: v2.0: {question id: null score - best non-null score}.
+      best_non_null: {question id: best non-empty answer} (for threshold search).
+    """
+
+    answers: dict
+    nbest: dict
+    null_score_diff: dict
+    best_non_null: dict
+
+
+def postprocess_squad(examples, features, start_logits, end_logits, n_best_size=20,
+                      max_answer_length=30, lower_case=True, version_2=False,
+                      null_score_diff_threshold=0.0, vocab=None, tokenizer=None):
+    """Turns start/end logits of all windows into answer texts.
+
+    Args:
+      examples: the SquadExamples given to `featurize_squad`.
+      features: its SquadFeatures.
+      start_logits, end_logits: float [N, L'] (one row per feature; L' may be
+        shorter than max_seq_len when batches were trimmed, or a list of rows).
+      n_best_size, max_answer_length: as in run_squad.py (20, 30).
+      lower_case: whether the tokenizer lower-cases (for `get_final_text`).
+      version_2: allow the null answer at [CLS].
+      null_score_diff_threshold: v2.0: answer "" when null - best > threshold.
+      vocab, tokenizer: where to find the vocabulary (ids -> WordPiece strings).
+
+    Returns:
+      SquadPredictions.
+    """
+    examples = list(examples)
+    if len(start_logits) != len(features) or len(end_logits) != len(features):
+        raise DataError(f"got {len(start_logits)} start and {len(end_logits)} end logit rows for "
+                        f"{len(features)} features")
+    tokens_of = vocab_list(tokenizer, vocab)
+    by_example = collections.defaultdict(list)
+    for fi, ei in enumerate(features.example_index):
+        by_example[int(ei)].append(fi)
+
+    answers, nbest_out, diffs, best_non_null_out = {}, {}, {}, {}
+    for ei, example in enumerate(examples):
+        prelim = []
+        score_null = 1000000.0
+        min_null_feature = 0
+        null_start = null_end = 0.0
+        fis = by_example.get(ei, [])
+        for fi in fis:
+            starts = np.asarray(start_logits[fi], dtype=np.float64)
+            ends = np.asarray(end_logits[fi], dtype=np.float64)
+            num_tokens = len(features.tokens[fi])
+            t2o = features.token_to_orig_map[fi]
+            is_max = features.token_is_max_context[fi]
+            if version_2:
+                null = float(starts[0] + ends[0])
+                if null < score_null:
+                    score_null, min_null_feature = null, fi
+                    null_start, null_end = float(starts[0]), float(ends[0])
+            for s in _best_indexes(starts, n_best_size):
+                for e in _best_indexes(ends, n_best_size):
+                    if s >= num_tokens or e >= num_tokens:
+                        continue
+                    if s not in t2o or e not in t2o or not is_max.get(s, False):
+                        continue
+                    if e < s or e - s + 1 > max_answer_length:
+                        continue
+                    prelim.append((fi, s, e, float(starts[s]), float(ends[e])))
+        if version_2:
+            prelim.append((min_null_feature, 0, 0, null_start, null_end))
+        # stable sort: equal scores keep their discovery order, as sorted() does in run_squad
+        prelim.sort(key=lambda p: p[3] + p[4], reverse=True)
+
+        seen = set()
+        nbest = []
+        for fi, s, e, sl, el in prelim:
+            if len(nbest) >= n_best_size:
+                break
+            if s > 0:
+                pieces = [tokens_of[t] for t in features.tokens[fi][s:e + 1]]
+                tok_text = " ".join(pieces).replace(" ##", "").replace("##", "")
+                tok_text = " ".join(tok_text.strip().split())
+                t2o = features.token_to_orig_map[fi]
+                orig_text = " ".join(example.doc_tokens[t2o[s]:t2o[e] + 1])
+                text = get_final_text(tok_text, orig_text, lower_case)
+                if text in seen:
+                    continue
+            else:
+                text = ""
+            seen.add(text)
+            nbest.append((text, sl, el))
+        if version_2 and "" not in seen:
+            nbest.append(("", null_start, null_end))
+        if not nbest:
+            nbest.append(("empty", 0.0, 0.0))
+
+        totals = [sl + el for _, sl, el in nbest]
+        probs = _softmax(totals)
+        nbest_out[example.qas_id] = [
+            {"text": t, "probability": p, "start_logit": sl, "end_logit": el}
+            for (t, sl, el), p in zip(nbest, probs)]
+        best_non_null = next((entry for entry in nbest if entry[0]), None)
+        best_non_null_out[example.qas_id] = best_non_null[0] if best_non_null else ""
+        if not version_2:
+            answers[example.qas_id] = nbest[0][0]
+        elif best_non_null is None:
+            diffs[example.qas_id] = score_null
+            answers[example.qas_id] = ""
+        else:
+            diff = score_null - best_non_null[1] - best_non_null[2]
+            diffs[example.qas_id] = diff
+            answers[example.qas_id] = "" if diff > null_score_diff_threshold else best_non_null[0]
+    return SquadPredictions(answers, nbest_out, diffs, best_non_null_out)
+
+
+def apply_null_threshold(predictions, threshold):
+    """v2.0 answers for a new null threshold: "" where null_score_diff > threshold."""
+    return {q: "" if predictions.null_score_diff.get(q, -math.inf) > threshold else text
+            for q, text in predictions.best_non_null.items()}
+
+
+def _best_indexes(logits, n_best_size):
+    # Descending by value, ties in index order (Python's stable sorted(..., reverse=True)).
+    order = np.argsort(-logits, kind="stable")
+    return [int(i) for i in order[:n_best_size]]
+
+
+def _softmax(scores):
+    if not scores:
+        return []
+    top = max(scores)
+    exps = [math.exp(s - top) for s in scores]
+    total = sum(exps)
+    return [x / total for x in exps]
+
+
+def get_final_text(pred_text, orig_text, lower_case=True):
+    """Projects a normalised WordPiece answer back onto the original text.
+
+    E.g. pred_text "steve smith", orig_text "Steve Smith's" -> "Steve Smith".
+    Runs the basic tokenizer over orig_text, aligns the two texts character by
+    character once spaces are removed, and returns the original characters of
+    the predicted span; falls back to orig_text when the alignment fails.
+    """
+
+    def strip_spaces(text):
+        chars, ns_to_s = [], {}
+        for i, c in enumerate(text):
+            if c == " ":
+                continue
+            ns_to_s[len(chars)] = i
+            chars.append(c)
+        return "".join(chars), ns_to_s
+
+    tok_text = " ".join(basic_tokenize(orig_text, lower_case))
+    start = tok_text.find(pred_text)
+    if start == -1:
+        return orig_text
+    end = start + len(pred_text) - 1
+    orig_ns, orig_ns_to_s = strip_spaces(orig_text)
+    tok_ns, tok_ns_to_s = strip_spaces(tok_text)
+    if len(orig_ns) != len(tok_ns):
+        return orig_text
+    tok_s_to_ns = {s: ns for ns, s in tok_ns_to_s.items()}
+    if start not in tok_s_to_ns or end not in tok_s_to_ns:
+        return orig_text
+    orig_start = orig_ns_to_s.get(tok_s_to_ns[start])
+    orig_end = orig_ns_to_s.get(tok_s_to_ns[end])
+    if orig_start is None or orig_end is None:
+        return orig_text
+    return orig_text[orig_start:orig_end + 1]
+
+
+# ----------------------------------------------------------------------------
+# Google's BasicTokenizer rules (used only by get_final_text)
+
+
+def _is_whitespace(c):
+    return c in (" ", "\t", "\n", "\r") or unicodedata.category(c) == "Zs"
+
+
+def _is_control(c):
+    if c in ("\t", "\n", "\r"):
+        return False
+    return unicodedata.category(c) in ("Cc", "Cf")
+
+
+def _is_punctuation(c):
+    cp = ord(c)
+    # ASCII symbols count as punctuation although Unicode calls some of them "S*"
+    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
+        return True
+    return unicodedata.category(c).startswith("P")
+
+
+def _is_cjk(cp):
+    return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
+            or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF
+            or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
+
+
+def basic_tokenize(text, lower_case=True):
+    """Google's BasicTokenizer: clean, split CJK, whitespace, (lower + strip accents), punctuation.
+
+    Returns a list of str.
+    """
+    chars = []
+    for c in text:
+        cp = ord(c)
+        if cp == 0 or cp == 0xFFFD or _is_control(c):
+            continue
+        if _is_whitespace(c):
+            chars.append(" ")
+        elif _is_cjk(cp):
+            chars.extend((" ", c, " "))
+        else:
+            chars.append(c)
+    out = []
+    for token in "".join(chars).split():
+        if lower_case:
+            token = "".join(c for c in unicodedata.normalize("NFD", token.lower())
+                            if unicodedata.category(c) != "Mn")
+        current = []
+        for c in token:
+            if _is_punctuation(c):
+                if current:
+                    out.append("".join(current))
+                    current = []
+                out.append(c)
+            else:
+                current.append(c)
+        if current:
+            out.append("".join(current))
+    return [t for t in " ".join(out).split()]
