@@ -194,12 +194,8 @@ def read_vocab(vocab_path):
 
 def make_tokenizer(vocab_path, lower_case):
     """The project's in-graph WordPiece tokenizer (identical to Google's)."""
-    try:
-        from bert_keras.text.tokenizer import BertTokenizer
-    except ImportError:  # TODO(dev only): until bert_keras.text.tokenizer lands
-        import tensorflow_text as text
+    from bert_keras.text.tokenizer import BertTokenizer
 
-        return text.BertTokenizer(str(vocab_path), lower_case=lower_case, token_out_type=tf.int32)
     return BertTokenizer.from_vocab(str(vocab_path), lower_case=lower_case)
 
 
