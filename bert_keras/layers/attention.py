@@ -58,7 +58,8 @@ class BertSelfAttention(keras.layers.Layer):
         q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
         q = q * ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
         scores = ops.einsum("bqhd,bkhd->bhqk", q, k)
-        scores = ops.cast(scores, "float32") + attention_bias
+        # The bias may arrive autocast to the compute dtype; -10000 survives bf16/fp16.
+        scores = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")
         probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
         probs = self.dropout(probs, training=training)
         context = ops.einsum("bhqk,bkhd->bqhd", probs, v)
