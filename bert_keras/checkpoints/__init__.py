@@ -21,7 +21,8 @@ from bert_keras.checkpoints.formats import OURS_META, VOCAB, WEIGHTS, check_voca
 from bert_keras.checkpoints.mapping import TASKS, encoder_entries, head_entries
 from bert_keras.errors import BertKerasError, CheckpointError
 
-__all__ = ["load_checkpoint", "save_checkpoint", "model_variables", "task_of", "open_checkpoint", "TASKS"]
+__all__ = ["load_checkpoint", "save_checkpoint", "model_variables", "task_of", "open_checkpoint",
+           "checkpoint_task", "TASKS"]
 
 FORMAT_VERSION = 1
 
@@ -119,6 +120,23 @@ def _build_model(config, task, head_kwargs, dtype):
 
 
 # --------------------------------------------------------------------------- loading
+def checkpoint_task(path) -> str | None:
+    """The task whose head a checkpoint holds (None for a bare encoder)."""
+    raw = open_checkpoint(path)
+    if raw.flavor == "bert_keras":
+        return raw.meta.get("task")
+    if raw.flavor == "hf":
+        by_architecture = {v: k for k, v in _HF_ARCHITECTURES.items()}
+        for arch in raw.meta.get("architectures") or []:
+            if arch in by_architecture and (by_architecture[arch] is None
+                                            or _has_head(raw, by_architecture[arch])):
+                return by_architecture[arch]
+    for task in ("pretraining", "span", "classification"):
+        if _has_head(raw, task):
+            return task
+    return None
+
+
 def _their_names(raw, entry):
     if raw.flavor == "bert_keras":
         return [entry.ours]

@@ -53,7 +53,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # Level 3 also hides the C++ "failed call to cuInit" line on machines without a GPU.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3" if "--debug" not in (argv or sys.argv) else "1")
     parser = _build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
