@@ -1,0 +1,90 @@
+"""Optimisers and learning-rate schedules of BERT training.
+
+The paper's recipe: Adam with decoupled weight decay 0.01 (not on LayerNorm
+parameters and biases), linear warm-up then linear decay to 0, global-norm
+clipping at 1.0.  LAMB (You et al., 2019) is the large-batch alternative.
+"""
+
+from __future__ import annotations
+
+import keras
+from keras import ops
+
+from bert_keras.errors import BertKerasError
+
+# Keras variable names (not paths) that get no weight decay: LayerNorm scale/offset and biases.
+NO_DECAY_NAMES = ("gamma", "beta", "bias")
+
+
+@keras.saving.register_keras_serializable(package="bert_keras")
+class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up from 0 to ``peak`` over ``warmup_steps``, then polynomial decay.
+
+    lr(step) = peak * step / warmup                       for step < warmup
+             = (peak - end) * (1 - (step - warmup) / (total - warmup))^power + end   after
+    ``power=1`` is Google's linear decay.
+    """
+
+    def __init__(self, peak_learning_rate, total_steps, warmup_steps=0, end_learning_rate=0.0, power=1.0):
+        if total_steps <= 0:
+            raise BertKerasError(f"total_steps must be positive, got {total_steps}")
+        if not 0 <= warmup_steps <= total_steps:
+            raise BertKerasError(f"warmup_steps must be in [0, total_steps={total_steps}], got {warmup_steps}")
+        self.peak_learning_rate = float(peak_learning_rate)
+        self.total_steps = int(total_steps)
+        self.warmup_steps = int(warmup_steps)
+        self.end_learning_rate = float(end_learning_rate)
+        self.power = float(power)
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        warmup = float(max(self.warmup_steps, 1))
+        warm = self.peak_learning_rate * step / warmup
+        decay_steps = float(max(self.total_steps - self.warmup_steps, 1))
+        progress = ops.clip((step - self.warmup_steps) / decay_steps, 0.0, 1.0)
+        decayed = ((self.peak_learning_rate - self.end_learning_rate) * (1.0 - progress) ** self.power
+                   + self.end_learning_rate)
+        if self.warmup_steps == 0:
+            return decayed
+        return ops.where(step < self.warmup_steps, warm, decayed)
+
+    def get_config(self):
+        return {"peak_learning_rate": self.peak_learning_rate, "total_steps": self.total_steps,
+                "warmup_steps": self.warmup_steps, "end_learning_rate": self.end_learning_rate,
+                "power": self.power}
+
+
+def create_optimizer(name="adamw", learning_rate=1e-4, total_steps=1000, warmup_steps=None,
+                     warmup_fraction=0.1, weight_decay=0.01, clipnorm=1.0, beta_1=0.9, beta_2=0.999,
+                     epsilon=1e-6, end_learning_rate=0.0, power=1.0, gradient_accumulation_steps=None,
+                     loss_scale=False):
+    """The optimiser of BERT training.
+
+    Args:
+        name: "adamw" (Adam + decoupled weight decay, the paper) or "lamb".
+        learning_rate: peak learning rate after warm-up.
+        total_steps: optimiser steps of the whole schedule (decay reaches
+            ``end_learning_rate`` there).
+        warmup_steps: linear warm-up steps; default ``warmup_fraction * total_steps``.
+        weight_decay: decoupled decay, excluded for LayerNorm parameters and biases.
+        clipnorm: global-norm gradient clipping (None to disable).
+        gradient_accumulation_steps: apply the (averaged) gradients every k calls,
+            for an effective batch k times larger.
+        loss_scale: wrap in `keras.optimizers.LossScaleOptimizer` (float16 training).
+    """
+    if warmup_steps is None:
+        warmup_steps = int(round(warmup_fraction * total_steps))
+    schedule = WarmupPolynomialDecay(learning_rate, total_steps, warmup_steps, end_learning_rate, power)
+    common = dict(learning_rate=schedule, weight_decay=weight_decay, beta_1=beta_1, beta_2=beta_2,
+                  epsilon=epsilon, global_clipnorm=clipnorm,
+                  gradient_accumulation_steps=gradient_accumulation_steps)
+    if name == "adamw":
+        optimizer = keras.optimizers.AdamW(**common)
+    elif name == "lamb":
+        optimizer = keras.optimizers.Lamb(**common)
+    else:
+        raise BertKerasError(f"unknown optimizer {name!r}; choose adamw or lamb")
+    optimizer.exclude_from_weight_decay(var_names=list(NO_DECAY_NAMES))
+    if loss_scale:
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    return optimizer
