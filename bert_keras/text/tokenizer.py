@@ -94,6 +94,9 @@ class BertTokenizer(keras.layers.Layer):
         if not self._vocab:
             raise DataError("empty vocabulary")
         self._source = source or "vocabulary"
+        # Exported SavedModels work from the constants below alone; the file is
+        # also carried along (assets/) so consumers can read the vocabulary.
+        self.vocabulary_asset = tf.saved_model.Asset(source) if source else None
         self._lower_case = bool(lower_case)
         self._max_chars_per_word = int(max_chars_per_word)
         if self._max_chars_per_word < 1:

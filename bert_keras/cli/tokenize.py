@@ -1,0 +1,75 @@
+"""WordPiece-tokenize lines from stdin; write space-separated ids, one line per line.
+
+The ids are identical to Google's original BERT `FullTokenizer`
+(`convert_tokens_to_ids(tokenize(line))`); input is read as UTF-8 and invalid
+bytes are ignored, as Google does.  An empty output line means the input line
+had no tokens.  Lines are processed in batches inside one compiled TensorFlow
+function, so large files go fast.
+
+examples:
+  echo "Hello, world!" | bert-keras tokenize --vocab vocab.txt
+  bert-keras tokenize --vocab vocab.txt --cased < corpus.txt > ids.txt
+  bert-keras tokenize --vocab vocab.txt --tokens < corpus.txt      # pieces, not ids
+"""
+
+from __future__ import annotations
+
+import sys
+
+from bert_keras.errors import BertKerasError
+
+
+def add_arguments(parser):
+    parser.add_argument("--vocab", required=True, metavar="V", help="WordPiece vocabulary file (one token per line)")
+    parser.add_argument("--cased", action="store_true", help="cased model: keep case and accents (default: uncased)")
+    parser.add_argument(
+        "--max-chars-per-word", type=int, default=200, metavar="N",
+        help="longer words become [UNK] (Google: 200, Hugging Face: 100; default 200)",
+    )
+    parser.add_argument("--tokens", action="store_true", help="write WordPiece tokens instead of ids")
+    parser.add_argument("--batch-size", type=int, default=2048, metavar="N", help="lines per TF call (default 2048)")
+
+
+def _batches(stream, size):
+    batch = []
+    for line in stream:
+        # keep the bytes as they are (Google decodes with errors="ignore")
+        batch.append(line[:-1] if line.endswith(b"\n") else line)
+        if len(batch) >= size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def run(args) -> int:
+    if args.batch_size < 1:
+        raise BertKerasError(f"--batch-size must be >= 1, got {args.batch_size}")
+    if args.max_chars_per_word < 1:
+        raise BertKerasError(f"--max-chars-per-word must be >= 1, got {args.max_chars_per_word}")
+    import numpy as np
+    import tensorflow as tf
+
+    from bert_keras.text.tokenizer import BertTokenizer
+
+    tok = BertTokenizer.from_vocab(args.vocab, lower_case=not args.cased, max_chars_per_word=args.max_chars_per_word)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def ids_fn(lines):
+        ids = tok.tokenize(lines)
+        return ids.flat_values, ids.row_lengths()
+
+    vocab = np.array(tok.vocab, dtype=object)
+    out = sys.stdout.buffer
+    for batch in _batches(sys.stdin.buffer, args.batch_size):
+        values, lengths = ids_fn(tf.constant(batch, dtype=tf.string))
+        values = values.numpy()
+        items = vocab[values] if args.tokens else values.astype(str)
+        start = 0
+        lines = []
+        for n in lengths.numpy():
+            lines.append(" ".join(items[start : start + n]))
+            start += n
+        out.write(("\n".join(lines) + "\n").encode("utf-8"))
+    out.flush()
+    return 0
