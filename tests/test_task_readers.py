@@ -19,7 +19,7 @@ from official.nlp.tools import tokenization
 
 from bert_keras import samples, tasks
 from bert_keras.errors import DataError
-from bert_keras.metrics import squad_evaluate
+from bert_keras.metrics import normalize_answer, squad_evaluate
 from bert_keras.tasks import IGNORE_LABEL, LabelMap
 
 DATA = pathlib.Path(__file__).parent / "data" / "tasks"
@@ -247,6 +247,30 @@ def test_to_dataset_pads_each_batch_to_its_longest(google):
     assert sorted(sum(a, [])) == sorted(feats.labels.tolist())
 
 
+def test_bucketing_groups_similar_lengths_and_keeps_every_example(google):
+    texts, labels = samples.load_rotten_tomatoes()
+    examples = [tasks.InputExample(t, None, str(l)) for t, l in zip(texts[:640], labels[:640])]
+    feats = tasks.featurize_classification(examples, google, 128, LabelMap(["0", "1"]))
+    feats.labels = np.arange(640, dtype=np.int32)  # identify the examples
+
+    def padding_ratio(ds):
+        seen, padded, real = [], 0, 0
+        for x, y in ds.as_numpy_iterator():
+            seen.extend(y.tolist())
+            padded += x["padding_mask"].size
+            real += x["padding_mask"].sum()
+            # trimmed rows are exactly the featurized rows, cut at the batch's longest
+            np.testing.assert_array_equal(x["token_ids"],
+                                          feats.inputs["token_ids"][y, :x["token_ids"].shape[1]])
+        assert sorted(seen) == list(range(640))
+        return padded / real
+
+    plain = padding_ratio(tasks.to_dataset(feats.inputs, feats.labels, 32, shuffle=True, seed=1))
+    bucketed = padding_ratio(tasks.to_dataset(feats.inputs, feats.labels, 32, shuffle=True,
+                                              seed=1, bucket=8))
+    assert bucketed < 1.2 < plain
+
+
 # ----------------------------------------------------------------------------
 # NER
 
@@ -345,9 +369,11 @@ def _long_squad(seed, n_paragraphs=3, v2=False):
             starts.append(starts[-1] + len(w) + 1)
         qas = []
         for _ in range(8):
-            i = rng.randrange(len(context_words))
-            j = min(len(context_words) - 1, i + rng.randint(0, 4))
-            text = " ".join(context_words[i:j + 1])
+            text = ""
+            while not normalize_answer(text):  # answers like "the" score as no-answer
+                i = rng.randrange(len(context_words))
+                j = min(len(context_words) - 1, i + rng.randint(0, 4))
+                text = " ".join(context_words[i:j + 1])
             qa = {"id": f"q{qid}", "question": " ".join(rng.choices(words, k=rng.randint(3, 30))),
                   "answers": [{"text": text, "answer_start": starts[i]}]}
             if v2:
@@ -498,6 +524,26 @@ def test_squad_postprocessing_equals_google(tmp_path, google, v2, threshold):
         # the threshold search reuses best_non_null + null_score_diff
         again = tasks.apply_null_threshold(ours, threshold)
         assert again == ours.answers
+
+
+def test_squad_v2_null_threshold_chosen_on_the_evaluation_set(tmp_path, google):
+    data = _long_squad(seed=21, n_paragraphs=4, v2=True)
+    examples = tasks.read_squad(data, version="2.0")
+    feats = tasks.featurize_squad(examples, google, 64, 16, 12)
+    rng = np.random.default_rng(1)
+    starts = rng.normal(size=(len(feats), 64)) * 3
+    ends = rng.normal(size=(len(feats), 64)) * 3
+    starts[:, 0] += 9 + rng.normal(size=len(feats)) * 3
+    preds = tasks.postprocess_squad(examples, feats, starts, ends, version_2=True,
+                                    vocab=google.vocab)
+    sweep = squad_evaluate(data, preds.best_non_null, "2.0", na_probs=preds.null_score_diff)
+    answers = tasks.apply_null_threshold(preds, sweep["best_f1_thresh"])
+    assert squad_evaluate(data, answers, "2.0")["f1"] == pytest.approx(sweep["best_f1"])
+    # and the same threshold given to postprocess_squad gives the same answers
+    again = tasks.postprocess_squad(examples, feats, starts, ends, version_2=True,
+                                    null_score_diff_threshold=sweep["best_f1_thresh"],
+                                    vocab=google.vocab)
+    assert again.answers == answers
 
 
 def test_squad_end_to_end_on_the_fixture_with_gold_logits(google):

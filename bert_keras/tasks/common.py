@@ -185,6 +185,8 @@ def special_ids(tokenizer):
             found.append(int(attr))
         elif token in index:
             found.append(index[token])
+        elif token == "[PAD]":
+            found.append(0)  # padding is masked out: any id works, Google pads with 0
         else:
             raise DataError(f"vocabulary has no {token} token")
     return SpecialIds(*found)
@@ -235,52 +237,65 @@ def model_inputs(token_rows, segment_rows, seq_len, pad_id):
 
 
 def to_dataset(inputs, labels=None, batch_size=32, shuffle=False, seed=None,
-               drop_remainder=False, trim=True):
+               drop_remainder=False, trim=True, bucket=1):
     """A `tf.data.Dataset` of (inputs, labels) batches, each padded only to its longest member.
 
     Args:
       inputs: dict of int32 arrays [N, L] (or [N, K, L] for multiple choice)
         with a "padding_mask" entry, as the featurizers return.
       labels: array [N] / [N, L] or a dict of arrays, or None (inputs only).
+      batch_size: examples per batch.
       shuffle: reshuffle every epoch (seeded by `seed`).
+      drop_remainder: drop a last, smaller batch.
       trim: cut every batch to the longest sequence in it: real sentences are
         short, and padding every batch to L wastes most of the compute.
         Per-position labels ([N, L]) are cut the same way.
+      bucket: >1 groups examples of similar length: each run of
+        `batch_size * bucket` (shuffled) examples is sorted by length before
+        it is cut into batches, and those batches are shuffled again, so a
+        batch holds sentences of similar length and trimming removes nearly
+        all padding.  1 (default) keeps plain random batches.
 
     Returns:
-      tf.data.Dataset yielding `inputs` or `(inputs, labels)`.
+      tf.data.Dataset yielding `inputs` or `(inputs, labels)` batches.
     """
     import tensorflow as tf
 
+    if "padding_mask" not in inputs:
+        raise DataError("inputs need a 'padding_mask' array")
     n = len(inputs["padding_mask"])
-    seq_axis = inputs["padding_mask"].ndim - 1
+    seq_rank = inputs["padding_mask"].ndim  # rank of one batch: [B, L] or [B, K, L]
     full_len = inputs["padding_mask"].shape[-1]
-    elements = dict(inputs) if labels is None else (dict(inputs), labels)
-    ds = tf.data.Dataset.from_tensor_slices(elements)
+    element = (dict(inputs),) if labels is None else (dict(inputs), labels)
+    ds = tf.data.Dataset.from_tensor_slices(element)
     if shuffle:
         ds = ds.shuffle(n, seed=seed, reshuffle_each_iteration=True)
+
+    def example_lengths(mask):
+        length = tf.reduce_sum(tf.cast(mask, tf.int32), axis=-1)
+        return tf.reduce_max(length, axis=-1) if mask.shape.rank == 3 else length
+
+    if bucket and bucket > 1:
+        def sort_chunk(*chunk):
+            order = tf.argsort(example_lengths(chunk[0]["padding_mask"]), stable=True)
+            return tf.nest.map_structure(lambda v: tf.gather(v, order), chunk)
+
+        ds = ds.batch(batch_size * bucket).map(sort_chunk).unbatch()
     ds = ds.batch(batch_size, drop_remainder=drop_remainder)
-    if not trim:
-        return ds.prefetch(tf.data.AUTOTUNE)
+    if bucket and bucket > 1 and shuffle:
+        ds = ds.shuffle(bucket, seed=None if seed is None else seed + 1,
+                        reshuffle_each_iteration=True)
 
     def cut(x, length):
         # only arrays whose last axis is the sequence axis are trimmed
-        if x.shape.rank == seq_axis + 1 and x.shape[-1] == full_len:
+        if x.shape.rank == seq_rank and x.shape[-1] == full_len:
             return x[..., :length]
         return x
 
-    def trim_batch(*element):
-        feats = element[0]
-        mask = feats["padding_mask"]
-        length = tf.reduce_max(tf.reduce_sum(tf.cast(mask, tf.int32), axis=-1))
-        feats = {k: cut(v, length) for k, v in feats.items()}
-        if len(element) == 1:
-            return feats
-        lab = tf.nest.map_structure(lambda v: cut(v, length), element[1])
-        return feats, lab
+    def finish(*batch):
+        if trim:
+            length = tf.reduce_max(example_lengths(batch[0]["padding_mask"]))
+            batch = tf.nest.map_structure(lambda v: cut(v, length), batch)
+        return batch[0] if len(batch) == 1 else batch
 
-    if labels is None:
-        ds = ds.map(lambda f: trim_batch(f), num_parallel_calls=tf.data.AUTOTUNE)
-    else:
-        ds = ds.map(lambda f, l: trim_batch(f, l), num_parallel_calls=tf.data.AUTOTUNE)
-    return ds.prefetch(tf.data.AUTOTUNE)
+    return ds.map(finish, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
