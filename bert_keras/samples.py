@@ -19,9 +19,10 @@ Google's pre-training text format) and caches the result.
 The cache is `$BERT_KERAS_CACHE` if set, else `~/.cache/bert_keras/samples/`.
 Each sample lives in `<cache>/<name>/` (`<name>.r<N>/` once its conversion
 changed), written to a temporary folder first and renamed into place, so a
-half-written sample is never seen and concurrent fetches are safe.  Downloaded archives are kept in `<cache>/downloads/`, so
-samples that come from one package (`rxnfp_pretrained`/`rxnfp_classifier`,
-`wiki`/`wiki_raw`) download it once.
+half-written sample is never seen and concurrent fetches are safe.
+Downloaded archives are kept in `<cache>/downloads/`, so samples that come
+from one package (`rxnfp_pretrained`/`rxnfp_classifier`, `wiki`/`wiki_raw`)
+download it once.
 """
 
 from __future__ import annotations
