@@ -174,6 +174,8 @@ def test_generic_bad_input(tmp_path, google):
     with pytest.raises(DataError, match=r"f.csv:2: expected 2 fields"):
         tasks.read_examples(_write(tmp_path, "f.csv", "text,label\na,1,extra\n"))
     rows = tasks.read_examples(_write(tmp_path, "l.csv", "text,label\ngood,pos\nbad,neutral\n"))
+    with pytest.raises(DataError, match=r"example 1: field 'text_a' is empty"):
+        tasks.featurize_classification([tasks.InputExample("ok"), tasks.InputExample(" ")], google)
     with pytest.raises(DataError, match=r"l.csv:3: field 'label': 'neutral' is not in the label "
                                         r"set \['neg', 'pos'\]"):
         tasks.featurize_classification(rows, google, label_map=LabelMap(["neg", "pos"]))
@@ -325,6 +327,18 @@ def test_token_labels_on_first_subtoken_only_and_back_to_words(google):
         assert feats.inputs["padding_mask"][row].sum() == n
     back = tasks.words_from_predictions(feats.labels, feats, label_map)
     assert back == [s.tags for s in sentences]
+
+
+def test_token_features_with_the_project_tokenizer_equal_google(google, vocab_file):
+    from bert_keras.text.tokenizer import BertTokenizer
+
+    sentences = tasks.read_conll(samples.fetch("wnut16"))[:400]
+    label_map = LabelMap(sorted({t for s in sentences for t in s.tags}))
+    ours = tasks.featurize_token_classification(
+        sentences, BertTokenizer.from_vocab(str(vocab_file)), label_map, max_seq_len=64)
+    ref = tasks.featurize_token_classification(sentences, google, label_map, max_seq_len=64)
+    np.testing.assert_array_equal(ours.inputs["token_ids"], ref.inputs["token_ids"])
+    np.testing.assert_array_equal(ours.labels, ref.labels)
 
 
 def test_long_sentences_are_split_into_windows_without_losing_words(google):

@@ -379,6 +379,11 @@ def featurize_classification(examples, tokenizer, max_seq_len=128, label_map=Non
     if max_seq_len < 3:
         raise DataError(f"max_seq_len must be at least 3, got {max_seq_len}")
     special = special_ids(tokenizer)
+    for i, e in enumerate(examples):
+        for field, text in (("text_a", e.text_a), ("text_b", e.text_b)):
+            if text is not None and (not isinstance(text, str) or not text.strip()):
+                raise DataError(f"{e.source or e.guid or f'example {i}'}: field {field!r} is "
+                                f"empty or not text: {text!r}")
     pairs = [e.text_b is not None for e in examples]
     if any(pairs) and not all(pairs):
         first_single = examples[pairs.index(False)]
