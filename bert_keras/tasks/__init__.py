@@ -15,6 +15,21 @@ longest member.
 | NER (CoNLL/BIO) | `read_conll` | `featurize_token_classification`, `words_from_predictions` | BertTokenClassifier |
 | SQuAD v1.1/v2.0 | `read_squad` | `featurize_squad`, `postprocess_squad` | BertSpanLabeler |
 | SWAG multiple choice | `read_swag` | `featurize_multiple_choice` | BertMultipleChoice |
+
+Example (the project's Rotten Tomatoes polarity split):
+
+    import bert_keras as bk
+    from bert_keras import samples, tasks, metrics
+    (tr_x, tr_y), (dev_x, dev_y) = samples.rotten_tomatoes_split()
+    tok = bk.BertTokenizer.from_vocab(samples.fetch("minilm") / "vocab.txt")
+    labels = tasks.LabelMap(["0", "1"])
+    train = tasks.featurize_classification(
+        [tasks.InputExample(t, label=str(y)) for t, y in zip(tr_x, tr_y)], tok, 128, labels)
+    dev = tasks.featurize_classification(
+        [tasks.InputExample(t, label=str(y)) for t, y in zip(dev_x, dev_y)], tok, 128, labels)
+    train_ds = tasks.to_dataset(train.inputs, train.labels, 32, shuffle=True, seed=0)
+    # model.fit(train_ds, ...); logits = model.predict(tasks.to_dataset(dev.inputs, batch_size=64))
+    # metrics.classification_metrics(dev.labels, logits.argmax(-1))["accuracy"]
 """
 
 from bert_keras.tasks.classification import (GLUE_TASKS, Features, InputExample,

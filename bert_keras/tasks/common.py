@@ -254,7 +254,9 @@ def to_dataset(inputs, labels=None, batch_size=32, shuffle=False, seed=None,
         `batch_size * bucket` (shuffled) examples is sorted by length before
         it is cut into batches, and those batches are shuffled again, so a
         batch holds sentences of similar length and trimming removes nearly
-        all padding.  1 (default) keeps plain random batches.
+        all padding.  1 (default) keeps plain random batches.  Bucketing
+        reorders examples, so use it for training, not for predictions that
+        must line up with the features.
 
     Returns:
       tf.data.Dataset yielding `inputs` or `(inputs, labels)` batches.
