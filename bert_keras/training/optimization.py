@@ -62,7 +62,9 @@ def create_optimizer(name="adamw", learning_rate=1e-4, total_steps=1000, warmup_
 
     Args:
         name: "adamw" (Adam + decoupled weight decay, the paper) or "lamb".
-        learning_rate: peak learning rate after warm-up.
+        learning_rate: peak learning rate after warm-up, or a ready
+            `keras.optimizers.schedules.LearningRateSchedule` (then ``total_steps``,
+            ``warmup_*``, ``end_learning_rate`` and ``power`` are unused).
         total_steps: optimiser steps of the whole schedule (decay reaches
             ``end_learning_rate`` there).
         warmup_steps: linear warm-up steps; default ``warmup_fraction * total_steps``.
@@ -72,9 +74,12 @@ def create_optimizer(name="adamw", learning_rate=1e-4, total_steps=1000, warmup_
             for an effective batch k times larger.
         loss_scale: wrap in `keras.optimizers.LossScaleOptimizer` (float16 training).
     """
-    if warmup_steps is None:
-        warmup_steps = int(round(warmup_fraction * total_steps))
-    schedule = WarmupPolynomialDecay(learning_rate, total_steps, warmup_steps, end_learning_rate, power)
+    if isinstance(learning_rate, keras.optimizers.schedules.LearningRateSchedule):
+        schedule = learning_rate
+    else:
+        if warmup_steps is None:
+            warmup_steps = int(round(warmup_fraction * total_steps))
+        schedule = WarmupPolynomialDecay(learning_rate, total_steps, warmup_steps, end_learning_rate, power)
     common = dict(learning_rate=schedule, weight_decay=weight_decay, beta_1=beta_1, beta_2=beta_2,
                   epsilon=epsilon, global_clipnorm=clipnorm,
                   gradient_accumulation_steps=gradient_accumulation_steps)
