@@ -11,6 +11,8 @@ import random
 import numpy as np
 import pytest
 import tensorflow as tf
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bert_keras.data import masking, pairs
 from bert_keras.data import pretraining_dataset
@@ -80,6 +82,13 @@ def write_documents(path, documents):
 @pytest.fixture(scope="module")
 def wiki_file(wiki_documents, tmp_path_factory):
     return write_documents(tmp_path_factory.mktemp("wiki") / "wiki.txt", wiki_documents)
+
+
+@pytest.fixture(scope="module")
+def small_wiki_file(wiki_documents, tmp_path_factory):
+    """~9k tokens: the first 40 sentences of 8 articles, for tests of mechanics."""
+    return write_documents(tmp_path_factory.mktemp("small") / "small.txt",
+                           [d[:40] for d in wiki_documents[:8]])
 
 
 @pytest.fixture(scope="module")
@@ -242,8 +251,8 @@ def test_two_epochs_mask_the_same_text_differently(wiki_documents, tmp_path, voc
     assert differ / len(common) > 0.9
 
 
-def test_same_seed_same_batches_and_new_pass_new_batches(wiki_file, vocab_path):
-    make = lambda seed: pretraining_dataset(wiki_file, vocab_path, seq_len=64, max_predictions=10,
+def test_same_seed_same_batches_and_new_pass_new_batches(small_wiki_file, vocab_path):
+    make = lambda seed: pretraining_dataset(small_wiki_file, vocab_path, seq_len=64, max_predictions=10,
                                             batch_size=8, seed=seed)
     a, b, c = make(7), make(7), make(8)
     fa, la = take(a, 3)
@@ -257,11 +266,14 @@ def test_same_seed_same_batches_and_new_pass_new_batches(wiki_file, vocab_path):
     # A second iteration of the same dataset is a new pass: new pairs and masks.
     fa2, _ = take(a, 3)
     assert not np.array_equal(fa["token_ids"], fa2["token_ids"])
+    # Resuming after k steps: the same seed and .skip(k) continue the stream.
+    resumed, _ = take(make(7).skip(1), 2)
+    np.testing.assert_array_equal(resumed["token_ids"], fa["token_ids"][8:])
 
 
 @pytest.mark.parametrize("seq_len,max_predictions", [(128, 20), (512, 80)])
-def test_shapes_and_dtypes(wiki_file, vocab_path, seq_len, max_predictions):
-    ds = pretraining_dataset(wiki_file, vocab_path, seq_len=seq_len,
+def test_shapes_and_dtypes(small_wiki_file, vocab_path, seq_len, max_predictions):
+    ds = pretraining_dataset(small_wiki_file, vocab_path, seq_len=seq_len,
                              max_predictions=max_predictions, batch_size=4, seed=0)
     features_spec, labels_spec = ds.element_spec
     expect_features = {"token_ids": [4, seq_len], "segment_ids": [4, seq_len],
@@ -280,6 +292,67 @@ def test_shapes_and_dtypes(wiki_file, vocab_path, seq_len, max_predictions):
         full = features["padding_mask"].sum(1) == 512
         if full.any():
             assert (labels["masked_weights"][full].sum(1) == 76).all()
+
+
+def test_batches_feed_the_pretrainer(small_wiki_file, vocab_path):
+    import bert_keras as bk
+
+    ds = pretraining_dataset(small_wiki_file, vocab_path, seq_len=64, max_predictions=10,
+                             batch_size=4, seed=0)
+    features, labels = next(iter(ds))
+    model = bk.BertPretrainer(bk.BertEncoder(bk.BertConfig.preset("tiny")))
+    out = model(features)
+    assert out["mlm_logits"].shape == (4, 10, 30522) and out["nsp_logits"].shape == (4, 2)
+    assert labels["masked_ids"].shape == (4, 10)
+
+
+# ---------------------------------------------------------------------------
+# mask_tokens on arbitrary packed batches (property test)
+
+
+@st.composite
+def packed_batches(draw):
+    """[CLS] A [SEP] B [SEP] [PAD].. rows over a vocabulary with ## pieces."""
+    seq_len = draw(st.integers(8, 48))
+    rows = []
+    for _ in range(draw(st.integers(1, 6))):
+        la = draw(st.integers(1, seq_len - 4))
+        lb = draw(st.integers(1, seq_len - 3 - la))
+        body = draw(st.lists(st.integers(5, 59), min_size=la + lb, max_size=la + lb))
+        row = [1] + body[:la] + [2] + body[la:] + [2]
+        rows.append(row + [0] * (seq_len - len(row)))
+    return np.array(rows, np.int32), seq_len, draw(st.integers(0, 2**31 - 1))
+
+
+@settings(max_examples=40, deadline=None)
+@given(batch=packed_batches(), whole_word=st.booleans(), max_predictions=st.integers(1, 8))
+def test_mask_tokens_invariants(batch, whole_word, max_predictions):
+    ids, seq_len, seed = batch
+    vocab = ["[PAD]", "[CLS]", "[SEP]", "[MASK]", "[UNK]"] + [
+        ("##" if i % 3 == 0 else "") + f"w{i}" for i in range(5, 60)]
+    continuation = masking.continuation_table(vocab)
+    out = masking.mask_tokens(ids, ids > 0, [seed, 1], vocab_size=len(vocab), mask_id=3,
+                              special_ids=[0, 1, 2, 3], max_predictions=max_predictions,
+                              continuation=continuation if whole_word else None)
+    out = {k: v.numpy() for k, v in out.items()}
+    candidate = ids > 3
+    w = out["masked_weights"] > 0
+    selected = np.zeros_like(candidate)
+    for r in range(len(ids)):
+        pos = out["masked_positions"][r][w[r]]
+        assert (np.diff(pos) > 0).all() and (w[r][:len(pos)]).all()
+        selected[r, pos] = True
+        np.testing.assert_array_equal(out["masked_ids"][r][w[r]], ids[r, pos])
+        budget = min(max_predictions, max(1, round(0.15 * candidate[r].sum())))
+        if whole_word:
+            assert len(pos) <= budget
+        else:
+            assert len(pos) == budget
+    assert not (selected & ~candidate).any()  # never special, never padding
+    np.testing.assert_array_equal(out["token_ids"][~selected], ids[~selected])
+    if whole_word:
+        joins = continuation[ids[:, 1:]] & candidate[:, 1:] & candidate[:, :-1]
+        assert (selected[:, 1:][joins] == selected[:, :-1][joins]).all()
 
 
 # ---------------------------------------------------------------------------
@@ -337,7 +410,7 @@ def test_pairs_match_googles_lengths_with_balanced_nsp(wiki_documents, google):
 def test_input_context_shards_files_disjointly(wiki_documents, tmp_path, vocab_path, google):
     paths, corpora = [], []
     for k in range(4):
-        docs = wiki_documents[k::4][:3]
+        docs = [d[:60] for d in wiki_documents[k::4][:3]]
         paths.append(write_documents(tmp_path / f"part-{k}.txt", docs))
         corpora.append(np.array([i for d in docs for s in d
                                  for i in google.convert_tokens_to_ids(google.tokenize(s))],
@@ -360,10 +433,10 @@ def test_input_context_shards_files_disjointly(wiki_documents, tmp_path, vocab_p
                 assert not is_run_of(a, others)
 
 
-def test_one_file_shards_examples_with_a_seed(wiki_file, vocab_path):
+def test_one_file_shards_examples_with_a_seed(small_wiki_file, vocab_path):
     def rows(context):
-        ds = pretraining_dataset(wiki_file, vocab_path, seq_len=64, max_predictions=10,
-                                 batch_size=32, seed=3, repeat=1, drop_remainder=False,
+        ds = pretraining_dataset(small_wiki_file, vocab_path, seq_len=64, max_predictions=10,
+                                 batch_size=8, seed=3, repeat=1, drop_remainder=False,
                                  input_context=context)
         features, labels = take(ds, 10_000)
         return {r.tobytes() for r in unmask(features, labels)}, ds.stats
@@ -374,12 +447,13 @@ def test_one_file_shards_examples_with_a_seed(wiki_file, vocab_path):
     assert parts[0][1].examples + parts[1][1].examples == whole_stats.examples
     assert parts[0][0] | parts[1][0] == whole
     with pytest.raises(DataError, match="seed"):
-        pretraining_dataset(wiki_file, vocab_path, input_context=tf.distribute.InputContext(2, 0, 1))
+        pretraining_dataset(small_wiki_file, vocab_path,
+                            input_context=tf.distribute.InputContext(2, 0, 1))
 
 
 def test_streaming_blocks_read_every_file(wiki_documents, tmp_path, vocab_path):
     for k in range(3):
-        write_documents(tmp_path / f"b-{k}.txt", wiki_documents[k::3][:2])
+        write_documents(tmp_path / f"b-{k}.txt", [d[:40] for d in wiki_documents[k::3][:2]])
     ds = pretraining_dataset([str(tmp_path / "b-*.txt")], vocab_path, seq_len=64,
                              max_predictions=10, batch_size=8, seed=0, repeat=2,
                              files_per_block=1, drop_remainder=False)
