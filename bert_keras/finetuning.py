@@ -1,95 +1,120 @@
 """Fine-tuning runner: a pre-trained checkpoint + a task head trained with `model.fit`.
 
     from bert_keras import finetuning
-    result = finetuning.finetune_classification(
-        train_examples, dev_examples, init="path/to/checkpoint", model_dir="runs/sst2",
-        epochs=3, batch_size=32, learning_rate=2e-5)
+    result = finetuning.finetune("classification", train_examples, dev_examples,
+                                 init="path/to/checkpoint", model_dir="runs/sst2",
+                                 epochs=3, batch_size=32, learning_rate=2e-5)
 
-Batches are length-bucketed: each epoch shuffles the examples, sorts them by
-length inside chunks of 50 batches, cuts batches and shuffles the batch order,
-and every batch is padded only to its longest member.  Real sentences are short,
-so this avoids most of the compute that padding to ``max_seq_len`` wastes.
+Tasks: "classification", "regression", "ner", "squad", "squad2", "multiple-choice";
+training data are the examples of the `bert_keras.tasks` readers.  The optimiser
+is the paper's (AdamW, weight decay 0.01 except LayerNorm/bias, 10% linear
+warm-up then linear decay, clipping 1.0).  After every epoch the dev set is
+scored with `bert_keras.metrics` (the official scripts' numbers); the best epoch
+is saved with `save_checkpoint` under ``model_dir/best`` and the results go to
+``model_dir/eval_results.json`` (percentages).
+
+Batches are length-bucketed (`bert_keras.tasks.to_dataset` with ``bucket=50``):
+each epoch shuffles the examples, sorts them by length inside chunks of 50
+batches, cuts batches, shuffles the batch order, and pads every batch only to its
+longest member.  Real sentences are short, so this avoids most of the compute
+that padding to ``max_seq_len`` wastes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
+from typing import Callable
 
 import numpy as np
 
 from bert_keras import metrics as bk_metrics
 from bert_keras.errors import BertKerasError
 
+TASKS = ("classification", "regression", "ner", "squad", "squad2", "multiple-choice")
 BUCKET_CHUNK = 50  # batches per sorting chunk
 
+# our task name -> load_checkpoint task
+MODEL_TASK = {"classification": "classification", "regression": "classification",
+              "ner": "token_classification", "squad": "span", "squad2": "span",
+              "multiple-choice": "multiple_choice"}
 
-def bucketed_dataset(inputs, labels, lengths, batch_size, shuffle=True, seed=0, chunk=BUCKET_CHUNK):
-    """tf.data.Dataset of (inputs, labels) batches, length-bucketed and padded per batch.
 
-    Args:
-        inputs: dict of int32 arrays [N, L] (token_ids, segment_ids, padding_mask).
-        labels: array [N] (int32 classes / float32 targets) or [N, L] per-token labels, or None.
-        lengths: int [N] real lengths.
-        shuffle: new order every epoch (seeded); False keeps file order (evaluation).
-    """
+# --------------------------------------------------------------------------- batching
+def training_dataset(inputs, labels, batch_size, seed=0):
+    """Shuffled, length-bucketed batches (`bert_keras.tasks.to_dataset`) of known cardinality."""
     import tensorflow as tf
 
-    n = len(lengths)
-    lengths = np.asarray(lengths)
-    per_token = labels is not None and np.ndim(labels) == 2
-    epoch = [0]
+    from bert_keras.tasks import to_dataset
 
-    def batches():
-        rng = np.random.default_rng([seed, epoch[0]])
-        epoch[0] += 1
-        if not shuffle:
-            return [np.arange(i, min(i + batch_size, n)) for i in range(0, n, batch_size)]
-        order = rng.permutation(n)
-        out = []
-        step = batch_size * chunk
-        for start in range(0, n, step):
-            part = order[start:start + step]
-            part = part[np.argsort(lengths[part], kind="stable")]
-            out += [part[i:i + batch_size] for i in range(0, len(part), batch_size)]
-        return [out[i] for i in rng.permutation(len(out))]
-
-    def generate():
-        for idx in batches():
-            length = int(lengths[idx].max())
-            feats = {k: v[idx, :length] for k, v in inputs.items()}
-            if labels is None:
-                yield feats
-            else:
-                yield feats, (labels[idx, :length] if per_token else labels[idx])
-
-    spec = {k: tf.TensorSpec((None, None), tf.int32) for k in inputs}
-    if labels is not None:
-        label_spec = tf.TensorSpec((None, None) if per_token else (None,), tf.as_dtype(labels.dtype))
-        spec = (spec, label_spec)
-    ds = tf.data.Dataset.from_generator(generate, output_signature=spec)
-    ds = ds.apply(tf.data.experimental.assert_cardinality(-(-n // batch_size)))
-    return ds.prefetch(tf.data.AUTOTUNE)
+    n = len(inputs["padding_mask"])
+    ds = to_dataset(inputs, labels, batch_size, shuffle=True, seed=seed, bucket=BUCKET_CHUNK)
+    return ds.apply(tf.data.experimental.assert_cardinality(-(-n // batch_size)))
 
 
-def load_tokenizer(model, init, lower_case=None):
-    """The checkpoint's own vocabulary; casing from the checkpoint when it records it."""
+def predict(model, inputs, batch_size=64):
+    """Run ``model`` over bucketed batches in order; outputs padded back to the full length."""
+    full = np.asarray(inputs["padding_mask"]).shape[-1]
+    chunks = []
+    from bert_keras.tasks import to_dataset
+
+    for batch in to_dataset(inputs, None, batch_size, shuffle=False, trim=True):
+        out = model(batch, training=False)
+        chunks.append({k: np.asarray(v) for k, v in out.items()} if isinstance(out, dict) else np.asarray(out))
+
+    def join(parts, seq_axis_present):
+        if not seq_axis_present:
+            return np.concatenate(parts, axis=0)
+        padded = []
+        for p in parts:
+            pad = [(0, 0)] * p.ndim
+            pad[1] = (0, full - p.shape[1])
+            padded.append(np.pad(p, pad, constant_values=-1e4))
+        return np.concatenate(padded, axis=0)
+
+    per_token = np.asarray(inputs["padding_mask"]).ndim == 2
+    if isinstance(chunks[0], dict):
+        return {k: join([c[k] for c in chunks], per_token and chunks[0][k].ndim >= 2) for k in chunks[0]}
+    return join(chunks, per_token and chunks[0].ndim == 3)
+
+
+# --------------------------------------------------------------------------- tasks
+@dataclasses.dataclass
+class PreparedTask:
+    """What the generic loop needs from a task."""
+
+    inputs: dict
+    labels: object
+    num_examples: int
+    head_kwargs: dict
+    loss: object
+    metrics: list
+    evaluate: Callable | None   # model -> dict of percentages
+    key: str                    # metric that picks the best epoch
+    metadata: dict
+    loss_weights: object = None
+
+
+def checkpoint_tokenizer(init, lower_case=None):
+    """The `BertTokenizer` of a checkpoint folder: its vocab.txt, and its casing when recorded
+    (bert_keras.json, Hugging Face tokenizer_config.json), else uncased."""
+    from bert_keras.checkpoints import open_checkpoint
     from bert_keras.text.tokenizer import BertTokenizer
 
-    vocab = getattr(model, "vocab_path", None)
-    if not vocab:
+    raw = open_checkpoint(init)
+    if not raw.vocab_path:
         raise BertKerasError(f"{init}: no vocab.txt in the checkpoint folder")
-    if lower_case is None:
-        lower_case = getattr(model, "lower_case", None)
-    if lower_case is None:
-        cfg = os.path.join(os.path.dirname(vocab), "tokenizer_config.json")
-        if os.path.exists(cfg):
-            with open(cfg, encoding="utf-8") as f:
-                lower_case = json.load(f).get("do_lower_case")
+    if lower_case is None and isinstance(raw.meta, dict):
+        lower_case = raw.meta.get("lower_case", raw.meta.get("do_lower_case"))
+    cfg = os.path.join(raw.folder, "tokenizer_config.json")
+    if lower_case is None and os.path.exists(cfg):
+        with open(cfg, encoding="utf-8") as f:
+            lower_case = json.load(f).get("do_lower_case")
     if lower_case is None:
         lower_case = True  # the common case (bert-base-uncased and most compact models)
-    return BertTokenizer.from_vocab(vocab, lower_case=bool(lower_case))
+    return BertTokenizer.from_vocab(raw.vocab_path, lower_case=bool(lower_case))
 
 
 def classification_metrics(labels, logits, regression=False):
@@ -99,98 +124,239 @@ def classification_metrics(labels, logits, regression=False):
     return bk_metrics.classification_metrics(labels, np.argmax(logits, axis=-1))
 
 
-def _predict(model, features, batch_size):
-    ds = bucketed_dataset(features.inputs, None, features.lengths, batch_size, shuffle=False)
-    return np.concatenate([np.asarray(model(batch, training=False)) for batch in ds], axis=0)
+def _prepare_classification(train, dev, tokenizer, max_seq_len, regression, label_map, batch_size):
+    import keras
+
+    from bert_keras.tasks import LabelMap, featurize_classification
+
+    if label_map is None and not regression:
+        label_map = LabelMap.from_examples(train)
+    tr = featurize_classification(train, tokenizer, max_seq_len, label_map, regression) if train else None
+    dv = featurize_classification(dev, tokenizer, max_seq_len, label_map, regression) if dev else None
+
+    def evaluate(model):
+        return classification_metrics(dv.labels, predict(model, dv.inputs, 2 * batch_size), regression)
+
+    if regression:
+        loss, metrics, key = keras.losses.MeanSquaredError(), [], "pearson"
+    else:
+        loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+        metrics, key = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")], "accuracy"
+    return PreparedTask(tr and tr.inputs, tr and tr.labels, len(train or ()),
+                        {"num_classes": 1 if regression else len(label_map)},
+                        loss, metrics, evaluate if dv else None, key,
+                        {"labels": None if regression else label_map.to_json()})
 
 
-def finetune_classification(train_examples, dev_examples, init, model_dir, regression=False, epochs=3,
-                            batch_size=32, learning_rate=5e-5, max_seq_len=128, seed=0, weight_decay=0.01,
-                            warmup_fraction=0.1, clipnorm=1.0, mixed_precision=None, label_map=None,
-                            lower_case=None, dropout=None, verbose=1, history_callback=None):
-    """Fine-tune a classifier (or regressor) and keep the best epoch on the dev set.
+def _prepare_ner(train, dev, tokenizer, max_seq_len, label_map, batch_size):
+    import keras
+
+    from bert_keras.tasks import IGNORE_LABEL, LabelMap, featurize_token_classification, words_from_predictions
+
+    if label_map is None:
+        label_map = LabelMap(sorted({t for s in train for t in s.tags}))
+    tr = featurize_token_classification(train, tokenizer, label_map, max_seq_len) if train else None
+    dv = featurize_token_classification(dev, tokenizer, label_map, max_seq_len) if dev else None
+
+    def evaluate(model):
+        logits = predict(model, dv.inputs, 2 * batch_size)
+        words = words_from_predictions(np.argmax(logits, -1), dv, label_map)
+        return bk_metrics.ner_metrics([s.tags for s in dev], words)
+
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=IGNORE_LABEL)
+    return PreparedTask(tr and tr.inputs, tr and tr.labels, len(train or ()), {"num_classes": len(label_map)},
+                        loss, [],
+                        evaluate if dv else None, "f1", {"labels": label_map.to_json()})
+
+
+def _prepare_squad(train, dev, tokenizer, max_seq_len, version_2, batch_size, dev_dataset=None,
+                   doc_stride=128, max_query_length=64):
+    import keras
+
+    from bert_keras.tasks import apply_null_threshold, featurize_squad, postprocess_squad
+
+    tr = featurize_squad(train, tokenizer, max_seq_len, doc_stride, max_query_length, is_training=True) \
+        if train else None
+    dv = featurize_squad(dev, tokenizer, max_seq_len, doc_stride, max_query_length) if dev else None
+
+    def evaluate(model):
+        out = predict(model, dv.inputs, 2 * batch_size)
+        preds = postprocess_squad(dev, dv, out["start_logits"], out["end_logits"],
+                                  lower_case=tokenizer.lower_case, version_2=version_2, tokenizer=tokenizer)
+        version = "2.0" if version_2 else "1.1"
+        if version_2:
+            # The paper's tau: the null-score threshold that maximises F1 on the evaluation set,
+            # found by the official sweep over the best non-null answers.
+            sweep = bk_metrics.squad_evaluate(dev_dataset, preds.best_non_null, version,
+                                              na_probs=preds.null_score_diff)
+            tau = sweep["best_f1_thresh"]
+            return {**bk_metrics.squad_evaluate(dev_dataset, apply_null_threshold(preds, tau), version),
+                    "null_threshold": tau}
+        return bk_metrics.squad_evaluate(dev_dataset, preds.answers, version)
+
+    sce = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    labels = tr and {"start_logits": tr.start_positions, "end_logits": tr.end_positions}
+    return PreparedTask(tr and tr.inputs, labels, len(tr) if tr else 0, {}, {"start_logits": sce, "end_logits": sce}, [],
+                        evaluate if dv else None, "f1", {"version": "2.0" if version_2 else "1.1"},
+                        loss_weights={"start_logits": 0.5, "end_logits": 0.5})
+
+
+def _prepare_multiple_choice(train, dev, tokenizer, max_seq_len, batch_size):
+    import keras
+
+    from bert_keras.tasks import featurize_multiple_choice
+
+    tr = featurize_multiple_choice(train, tokenizer, max_seq_len) if train else None
+    dv = featurize_multiple_choice(dev, tokenizer, max_seq_len) if dev else None
+
+    def evaluate(model):
+        return bk_metrics.classification_metrics(dv.labels, np.argmax(predict(model, dv.inputs, batch_size), -1))
+
+    return PreparedTask(tr and tr.inputs, tr and tr.labels, len(train or ()), {},
+                        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                        [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+                        evaluate if dv else None, "accuracy", {})
+
+
+def prepare_task(task, train_examples, dev_examples, tokenizer, max_seq_len=128, label_map=None, batch_size=32,
+                 dev_dataset=None, doc_stride=128, max_query_length=64) -> PreparedTask:
+    """Featurize a task's train (may be None) and dev examples and pick its loss and metrics."""
+    if task in ("classification", "regression"):
+        prepared = _prepare_classification(train_examples, dev_examples, tokenizer, max_seq_len,
+                                           task == "regression", label_map, batch_size)
+    elif task == "ner":
+        prepared = _prepare_ner(train_examples, dev_examples, tokenizer, max_seq_len, label_map, batch_size)
+    elif task in ("squad", "squad2"):
+        if dev_examples and dev_dataset is None:
+            raise BertKerasError("SQuAD evaluation needs dev_dataset (the dev JSON)")
+        prepared = _prepare_squad(train_examples, dev_examples, tokenizer, max_seq_len, task == "squad2",
+                                  batch_size, dev_dataset, doc_stride, max_query_length)
+    else:
+        prepared = _prepare_multiple_choice(train_examples, dev_examples, tokenizer, max_seq_len, batch_size)
+
+    return prepared
+
+
+# --------------------------------------------------------------------------- the loop
+def finetune(task, train_examples, dev_examples, init, model_dir, epochs=3, batch_size=32, learning_rate=5e-5,
+             max_seq_len=128, seed=0, weight_decay=0.01, warmup_fraction=0.1, clipnorm=1.0,
+             mixed_precision=None, label_map=None, lower_case=None, dropout=None, dev_dataset=None,
+             doc_stride=128, max_query_length=64, verbose=1, callbacks=None):
+    """Fine-tune ``init`` on a task and keep the best epoch on the dev set.
 
     Args:
-        train_examples, dev_examples: `bert_keras.tasks.InputExample` lists (dev may be None).
+        task: one of `TASKS`.
+        train_examples, dev_examples: examples from the `bert_keras.tasks` readers
+            (dev may be None: the last epoch is kept).
         init: any folder `load_checkpoint` reads.
-        model_dir: output; ``best/`` (save_checkpoint of the best epoch),
-            ``eval_results.json`` (percentages) and ``history.json``.
+        model_dir: output: ``best/`` (loadable by `load_checkpoint` and `bert-keras
+            export`), ``eval_results.json``, ``history.json``.
         mixed_precision: None/"none", "bf16" or "fp16".
+        dev_dataset: SQuAD only: the dev JSON (dict) for the official metrics.
 
     Returns:
-        dict with the best dev metrics, train time, examples/s and paths.
+        dict: best dev metrics (percentages), epoch, train_seconds,
+        train_examples_per_second, paths.
     """
     import keras
 
     from bert_keras.checkpoints import load_checkpoint, save_checkpoint
-    from bert_keras.tasks import LabelMap, featurize_classification
     from bert_keras.training.optimization import create_optimizer
 
+    if task not in TASKS:
+        raise BertKerasError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+    if mixed_precision not in (None, "none", "bf16", "fp16"):
+        raise BertKerasError(f"unknown mixed precision {mixed_precision!r}; choose none, bf16 or fp16")
+    train_examples = list(train_examples)
+    dev_examples = list(dev_examples) if dev_examples else None
+    if not train_examples:
+        raise BertKerasError("no training examples")
     keras.utils.set_random_seed(seed)
     policy = {None: None, "none": None, "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}[mixed_precision]
-    train_examples = list(train_examples)
-    if label_map is None and not regression:
-        label_map = LabelMap.from_examples(train_examples)
-    num_classes = 1 if regression else len(label_map)
-    model = load_checkpoint(init, task="classification", num_classes=num_classes, dtype=policy,
-                            **({} if dropout is None else {"dropout": dropout}))
-    tokenizer = load_tokenizer(model, init, lower_case)
-    train = featurize_classification(train_examples, tokenizer, max_seq_len, label_map, regression)
-    dev = featurize_classification(list(dev_examples), tokenizer, max_seq_len, label_map, regression) \
-        if dev_examples else None
 
-    steps_per_epoch = -(-len(train_examples) // batch_size)
+    tokenizer = checkpoint_tokenizer(init, lower_case)
+
+    prepared = prepare_task(task, train_examples, dev_examples, tokenizer, max_seq_len, label_map, batch_size,
+                            dev_dataset, doc_stride, max_query_length)
+    head_kwargs = dict(prepared.head_kwargs)
+    if dropout is not None:
+        head_kwargs["dropout"] = dropout
+    model = load_checkpoint(init, task=MODEL_TASK[task], dtype=policy, **head_kwargs)
+    n = len(prepared.inputs["padding_mask"])
+    steps_per_epoch = -(-n // batch_size)
     optimizer = create_optimizer("adamw", learning_rate, total_steps=steps_per_epoch * epochs,
                                  warmup_fraction=warmup_fraction, weight_decay=weight_decay, clipnorm=clipnorm,
                                  loss_scale=mixed_precision == "fp16")
-    if regression:
-        model.compile(optimizer=optimizer, loss=keras.losses.MeanSquaredError())
-    else:
-        model.compile(optimizer=optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                      metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")])
-    dataset = bucketed_dataset(train.inputs, train.labels, train.lengths, batch_size, shuffle=True, seed=seed)
+    model.compile(optimizer=optimizer, loss=prepared.loss, loss_weights=prepared.loss_weights,
+                  metrics=prepared.metrics or None)
+    dataset = training_dataset(prepared.inputs, prepared.labels, batch_size, seed=seed)
 
     os.makedirs(model_dir, exist_ok=True)
-    key = "pearson" if regression else "accuracy"
+    best_dir = os.path.join(model_dir, "best")
+    metadata = {**prepared.metadata, "task": task, "max_seq_len": max_seq_len, "lower_case": tokenizer.lower_case}
     best, history, train_seconds = None, [], 0.0
-    metadata = {"task": "regression" if regression else "classification", "max_seq_len": max_seq_len,
-                "labels": None if regression else label_map.to_json(), "lower_case": tokenizer.lower_case}
     for epoch in range(epochs):
         start = time.perf_counter()
-        fit = model.fit(dataset, epochs=epoch + 1, initial_epoch=epoch, verbose=verbose,
-                        callbacks=[history_callback] if history_callback else None)
+        fit = model.fit(dataset, epochs=epoch + 1, initial_epoch=epoch, verbose=verbose, callbacks=callbacks)
         train_seconds += time.perf_counter() - start
         record = {"epoch": epoch + 1, **{k: float(v[-1]) for k, v in fit.history.items()}}
-        if dev is not None:
-            scores = classification_metrics(dev.labels, _predict(model, dev, 2 * batch_size), regression)
+        if prepared.evaluate is not None:
+            scores = prepared.evaluate(model)
             record.update({f"eval_{k}": v for k, v in scores.items()})
-            if best is None or scores[key] > best[key]:
+            if best is None or scores[prepared.key] > best[prepared.key]:
                 best = {**scores, "epoch": epoch + 1}
-                save_checkpoint(model, os.path.join(model_dir, "best"), vocab_path=tokenizer_vocab(model),
-                                lower_case=tokenizer.lower_case, metadata=metadata)
+                save_checkpoint(model, best_dir, lower_case=tokenizer.lower_case, metadata=metadata)
         history.append(record)
         if verbose:
-            print("epoch", epoch + 1, {k: round(v, 4) for k, v in record.items() if k != "epoch"})
-    if dev is None:
-        save_checkpoint(model, os.path.join(model_dir, "best"), vocab_path=tokenizer_vocab(model),
-                        lower_case=tokenizer.lower_case, metadata=metadata)
+            print(f"epoch {epoch + 1}: " + ", ".join(f"{k}={v:.4g}" for k, v in record.items() if k != "epoch"))
+    if prepared.evaluate is None:
+        save_checkpoint(model, best_dir, lower_case=tokenizer.lower_case, metadata=metadata)
     result = {
+        "task": task,
         **(best or {}),
         "train_seconds": train_seconds,
-        "train_examples_per_second": len(train_examples) * epochs / train_seconds,
-        "num_train": len(train_examples), "num_eval": len(dev_examples) if dev_examples else 0,
-        "truncated_train": train.truncated, "model_dir": str(model_dir),
-        "best_checkpoint": os.path.join(str(model_dir), "best"),
-        "mixed_precision": mixed_precision or "none",
+        "train_examples_per_second": n * epochs / train_seconds,
+        "num_train_examples": len(train_examples), "num_train_features": n,
+        "num_eval_examples": len(dev_examples) if dev_examples else 0,
+        "best_checkpoint": best_dir, "mixed_precision": mixed_precision or "none",
     }
     _write_json(os.path.join(model_dir, "eval_results.json"), result)
     _write_json(os.path.join(model_dir, "history.json"), history)
     result["history"] = history
+    result["model"] = model
     return result
 
 
-def tokenizer_vocab(model):
-    return getattr(model, "vocab_path", None)
+def evaluate(model_dir, eval_examples, task=None, batch_size=64, dev_dataset=None, max_seq_len=None,
+             doc_stride=128, max_query_length=64):
+    """Score a folder written by `finetune` (its ``best/``) on labelled examples.
+
+    The task, label set, casing and sequence length come from the folder's
+    metadata.  Returns the metrics dict (percentages).
+    """
+    from bert_keras.checkpoints import load_checkpoint, open_checkpoint
+    from bert_keras.tasks import LabelMap
+
+    raw = open_checkpoint(model_dir)
+    meta = (raw.meta.get("metadata") or {}) if raw.flavor == "bert_keras" else {}
+    task = task or meta.get("task")
+    if task not in TASKS:
+        raise BertKerasError(f"{model_dir}: unknown task {task!r}; pass one of {', '.join(TASKS)}")
+    labels = meta.get("labels")
+    label_map = LabelMap(labels) if labels else None
+    if task in ("classification", "ner") and label_map is None:
+        raise BertKerasError(f"{model_dir}: no label set recorded; evaluate a folder written by finetune")
+    tokenizer = checkpoint_tokenizer(model_dir)
+    prepared = prepare_task(task, None, list(eval_examples), tokenizer, max_seq_len or meta.get("max_seq_len", 128),
+                            label_map, batch_size, dev_dataset, doc_stride, max_query_length)
+    model = load_checkpoint(model_dir, task=MODEL_TASK[task])
+    return prepared.evaluate(model)
+
+
+def finetune_classification(train_examples, dev_examples, init, model_dir, regression=False, **kwargs):
+    """`finetune` for "classification" (or "regression" when ``regression``)."""
+    return finetune("regression" if regression else "classification", train_examples, dev_examples, init,
+                    model_dir, **kwargs)
 
 
 def _write_json(path, obj):

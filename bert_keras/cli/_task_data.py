@@ -1,0 +1,42 @@
+"""Reading task files for `finetune` and `evaluate` (shared by both commands)."""
+
+import json
+
+from bert_keras.errors import DataError
+
+
+def add_data_arguments(p):
+    p.add_argument("--glue-task", help="read --train/--eval as this GLUE task's TSV (sst-2, cola, mrpc, qqp, "
+                                      "sts-b, mnli, qnli, rte, wnli); default: generic CSV/TSV/JSONL")
+    p.add_argument("--text-field", default="text", help="generic files: the text column (default: text)")
+    p.add_argument("--text-b-field", default="text_b", help="generic files: the second text column")
+    p.add_argument("--label-field", default="label", help="generic files: the label column")
+    p.add_argument("--doc-stride", type=int, default=128, help="SQuAD: window stride (default 128)")
+    p.add_argument("--max-query-length", type=int, default=64, help="SQuAD: question tokens kept (default 64)")
+    p.add_argument("--first-answer-only", action="store_true",
+                   help="SQuAD: train on files whose questions list several answers, using the first")
+
+
+def read_task_file(task, path, args, training):
+    """Examples of ``task`` in ``path``; SQuAD also returns the parsed JSON for the metrics."""
+    from bert_keras import tasks
+
+    if task in ("classification", "regression"):
+        if args.glue_task:
+            return tasks.read_glue(args.glue_task, path), None
+        return tasks.read_examples(path, args.text_field, args.text_b_field, args.label_field), None
+    if task == "ner":
+        return tasks.read_conll(path), None
+    if task in ("squad", "squad2"):
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = json.load(f)
+        except FileNotFoundError:
+            raise DataError(f"file not found: {path}") from None
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path}: invalid JSON at line {e.lineno}: {e.msg}") from None
+        version = "2.0" if task == "squad2" else "1.1"
+        # SQuAD dev files list several reference answers; training uses the first (as Google does).
+        return tasks.read_squad(data, is_training=training, version=version,
+                                first_answer_only=training and args.first_answer_only), data
+    return tasks.read_swag(path), None

@@ -1,0 +1,62 @@
+"""Fine-tune a pre-trained checkpoint on a task and keep the best epoch.
+
+Tasks and their files: classification/regression (generic CSV/TSV/JSONL with
+text, text_b, label columns, or a GLUE TSV with --glue-task), ner (CoNLL/BIO
+token-per-line), squad / squad2 (SQuAD v1.1 / v2.0 JSON), multiple-choice
+(SWAG CSV).  Writes MODEL_DIR/best/ (loadable by load_checkpoint and
+`bert-keras export`), MODEL_DIR/eval_results.json (percentages) and
+MODEL_DIR/history.json.
+
+examples:
+  bert-keras finetune --task classification --init minilm/ --train train.csv --eval dev.csv \\
+      --model-dir runs/sentiment --epochs 1 --batch-size 32 --learning-rate 5e-5
+  bert-keras finetune --task classification --glue-task sst-2 --init bert-base/ \\
+      --train SST-2/train.tsv --eval SST-2/dev.tsv --model-dir runs/sst2
+  bert-keras finetune --task ner --init bert-base-cased/ --train train.conll --eval dev.conll --model-dir runs/ner
+  bert-keras finetune --task squad --init bert-base/ --train train-v1.1.json --eval dev-v1.1.json \\
+      --model-dir runs/squad --max-seq-len 384 --epochs 2 --learning-rate 3e-5
+"""
+
+import json
+
+from bert_keras.cli._task_data import add_data_arguments, read_task_file
+
+
+def add_arguments(p):
+    from bert_keras.finetuning import TASKS
+
+    p.add_argument("--task", required=True, choices=TASKS)
+    p.add_argument("--init", required=True, help="checkpoint folder: Hugging Face, Google or bert-keras")
+    p.add_argument("--train", required=True, help="training file")
+    p.add_argument("--eval", help="evaluation file (the best epoch on it is kept)")
+    p.add_argument("--model-dir", required=True, help="output folder")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--learning-rate", type=float, default=5e-5)
+    p.add_argument("--max-seq-len", type=int, default=128)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--weight-decay", type=float, default=0.01)
+    p.add_argument("--warmup-fraction", type=float, default=0.1)
+    p.add_argument("--mixed-precision", choices=("none", "bf16", "fp16"), default="none")
+    p.add_argument("--cased", action="store_true", help="force a cased tokenizer (default: from the checkpoint)")
+    add_data_arguments(p)
+
+
+def run(args) -> int:
+    from bert_keras.finetuning import finetune
+
+    train, _ = read_task_file(args.task, args.train, args, training=True)
+    dev, dev_data = read_task_file(args.task, args.eval, args, training=False) if args.eval else (None, None)
+    for name, examples in (("train", train), ("eval", dev)):
+        skipped = getattr(examples, "skipped", 0)
+        if skipped:
+            print(f"{name}: skipped {skipped} records (as the official scripts do)")
+    result = finetune(args.task, train, dev, args.init, args.model_dir, epochs=args.epochs,
+                      batch_size=args.batch_size, learning_rate=args.learning_rate, max_seq_len=args.max_seq_len,
+                      seed=args.seed, weight_decay=args.weight_decay, warmup_fraction=args.warmup_fraction,
+                      mixed_precision=args.mixed_precision, lower_case=False if args.cased else None,
+                      dev_dataset=dev_data, doc_stride=args.doc_stride, max_query_length=args.max_query_length)
+    result.pop("model")
+    result.pop("history")
+    print(json.dumps(result, indent=2))
+    return 0
