@@ -49,6 +49,18 @@ class Words(tuple):
     num_texts = property(lambda self: self[3])
 
 
+def _compress(mask, *tensors):
+    """`tf.boolean_mask` of several tensors by one mask (the indices computed once)."""
+    idx = tf.where(mask)[:, 0]
+    return tuple(tf.gather(t, idx) for t in tensors)
+
+
+def _row_ids(row_splits, n):
+    """`RaggedTensor.value_rowids()`, cheaper: count the row starts at each position."""
+    starts = tf.math.bincount(row_splits[1:-1], minlength=n, maxlength=n, dtype=tf.int64)
+    return tf.cumsum(starts)
+
+
 def _shift_right(x, fill):
     """x[i-1] for every i, `fill` at i = 0 (x: 1-D tensor)."""
     return tf.concat([tf.fill([1], tf.cast(fill, x.dtype)), x[:-1]], axis=0)
@@ -81,7 +93,7 @@ class BasicTokenizer(tf.Module):
         block = tf.gather(self._stage1, tf.bitwise.right_shift(cps, ut.BLOCK_BITS))
         return tf.gather(self._stage2, block * ut.BLOCK + tf.bitwise.bitwise_and(cps, ut.BLOCK - 1))
 
-    def _final_sigma(self, cps, props, rows, row_starts, row_limits):
+    def _final_sigma(self, cps, props, rows, num_texts):
         """Which capital sigmas CPython's `str.lower()` turns into final sigma.
 
         CPython: U+03A3 becomes U+03C2 when the nearest non-case-ignorable
@@ -93,6 +105,11 @@ class BasicTokenizer(tf.Module):
         text (row) boundaries must be enforced.
         """
         n = tf.shape(cps, out_type=tf.int64)[0]
+        # where each character's text starts and ends in the flat array
+        row_lengths = tf.math.bincount(rows, minlength=num_texts, maxlength=num_texts, dtype=tf.int64)
+        row_limits = tf.cumsum(row_lengths)
+        row_starts = tf.gather(row_limits - row_lengths, rows)
+        row_limits = tf.gather(row_limits, rows)
         solid = tf.equal(tf.bitwise.bitwise_and(props, ut.IGNORABLE), 0)
         solid_pos = tf.where(solid)[:, 0]  # positions of non-ignorable chars
         num_solid = tf.shape(solid_pos, out_type=tf.int64)[0]
@@ -123,24 +140,22 @@ class BasicTokenizer(tf.Module):
         )
         num_texts = tf.shape(texts, out_type=tf.int64)[0]
         cps = decoded.flat_values
-        rows = decoded.value_rowids()
+        rows = _row_ids(decoded.row_splits, tf.shape(cps, out_type=tf.int64)[0])
         props = self._props(cps)
 
         # _clean_text: deleted characters vanish without separating anything.
         keep = tf.equal(tf.bitwise.bitwise_and(props, ut.DROP), 0)
-        cps = tf.boolean_mask(cps, keep)
-        rows = tf.boolean_mask(rows, keep)
-        props = tf.boolean_mask(props, keep)
+        cps, rows, props = _compress(keep, cps, rows, props)
         n = tf.shape(cps, out_type=tf.int64)[0]
         src = tf.range(n, dtype=tf.int64)
 
         if self.lower_case:
-            # Text boundaries inside the flat character array, for the sigma scan.
-            row_lengths = tf.math.bincount(rows, minlength=num_texts, maxlength=num_texts, dtype=tf.int64)
-            row_limits_all = tf.cumsum(row_lengths)
-            row_starts = tf.gather(row_limits_all - row_lengths, rows)
-            row_limits = tf.gather(row_limits_all, rows)
-            final = self._final_sigma(cps, props, rows, row_starts, row_limits)
+            # Capital sigma is rare: skip the context scan when a batch has none.
+            final = tf.cond(
+                tf.reduce_any(tf.equal(cps, ut.CAPITAL_SIGMA)),
+                lambda: self._final_sigma(cps, props, rows, num_texts),
+                lambda: tf.zeros_like(cps, dtype=tf.bool),
+            )
             # lower() + NFD, one row of at most 4 codepoints per character.
             map_idx = tf.bitwise.right_shift(props, ut.MAP_SHIFT)
             expanded = tf.gather(self._expansions, map_idx)  # [n, 4]
@@ -151,18 +166,15 @@ class BasicTokenizer(tf.Module):
             expanded = tf.where(
                 final[:, None] & tf.equal(expanded, ut.SMALL_SIGMA), ut.FINAL_SIGMA, expanded
             )
-            present = expanded >= 0
-            out = tf.boolean_mask(expanded, present)
-            out_src = tf.boolean_mask(tf.broadcast_to(src[:, None], tf.shape(expanded, out_type=tf.int64)), present)
+            present = tf.where(expanded >= 0)  # [m, 2]: (char, slot), in text order
+            out = tf.gather_nd(expanded, present)
+            out_src = present[:, 0]
             out_props = self._props(out)
             out_rows = tf.gather(rows, out_src)
             out, out_src, out_props, out_rows = self._canonical_order(out, out_src, out_props, out_rows)
             # _run_strip_accents: drop Mn after the whole token is decomposed.
             keep = tf.equal(tf.bitwise.bitwise_and(out_props, ut.MN), 0)
-            out = tf.boolean_mask(out, keep)
-            out_src = tf.boolean_mask(out_src, keep)
-            out_props = tf.boolean_mask(out_props, keep)
-            out_rows = tf.boolean_mask(out_rows, keep)
+            out, out_src, out_props, out_rows = _compress(keep, out, out_src, out_props, out_rows)
         else:
             out, out_src, out_props, out_rows = cps, src, props, rows
 
@@ -187,7 +199,14 @@ class BasicTokenizer(tf.Module):
         key = run * 256 + ccc
 
         def reorder():
-            perm = tf.argsort(key, stable=True)
+            # Only characters of non-zero class move, and only inside their run,
+            # whose slots stay the same: sort those few by (run, class), stably,
+            # and put them back into the slots they came from.
+            slots = tf.where(ccc > 0)[:, 0]
+            order = tf.argsort(tf.gather(key, slots), stable=True)
+            perm = tf.tensor_scatter_nd_update(
+                tf.range(tf.shape(key, out_type=tf.int64)[0]), slots[:, None], tf.gather(slots, order)
+            )
             return tuple(tf.gather(t, perm) for t in (out, out_src, out_props, out_rows))
 
         needed = tf.reduce_any(key[1:] < key[:-1])
@@ -206,17 +225,12 @@ class BasicTokenizer(tf.Module):
         new_group = new_text | after_space | cjk_cut
         new_word = new_group | is_punct | _shift_right(is_punct, False)
 
-        keep = ~is_space
-        chars = tf.boolean_mask(out, keep)
-        rows = tf.boolean_mask(out_rows, keep)
-        new_word = tf.boolean_mask(new_word, keep)
-        new_group = tf.boolean_mask(new_group, keep)
-        word_id = tf.cumsum(tf.cast(new_word, tf.int64)) - 1
-        num_words = tf.reduce_sum(tf.cast(new_word, tf.int64))
+        chars, rows, new_word, new_group = _compress(~is_space, out, out_rows, new_word, new_group)
+        word_starts = tf.where(new_word)[:, 0]
         group_id = tf.cumsum(tf.cast(new_group, tf.int64)) - 1
-        codepoints = tf.RaggedTensor.from_value_rowids(chars, word_id, nrows=num_words, validate=False)
-        word_row = tf.boolean_mask(rows, new_word)
-        word_group = tf.boolean_mask(group_id, new_word)
+        codepoints = tf.RaggedTensor.from_row_starts(chars, word_starts, validate=False)
+        word_row = tf.gather(rows, word_starts)
+        word_group = tf.gather(group_id, word_starts)
         return Words(codepoints, word_row, word_group, num_texts)
 
     def words(self, texts) -> tf.RaggedTensor:
