@@ -494,6 +494,17 @@ def test_bad_input_is_read_counted_and_reported(tmp_path, vocab_path, google, ca
     assert "invalid UTF-8" in messages and "one sentence" in messages
 
 
+def test_blank_lines_are_what_python_strip_empties():
+    # Google: `line.strip()` empty -> document break; strip uses Unicode White_Space.
+    from bert_keras.data.corpus import _BLANK_LINE
+
+    chars = [chr(c) for c in range(0x10000) if not 0xD800 <= c < 0xE000]
+    got = tf.strings.regex_full_match(tf.constant([c * 2 for c in chars]), _BLANK_LINE).numpy()
+    want = np.array([not (c * 2).strip() for c in chars])
+    assert want.sum() > 20
+    np.testing.assert_array_equal(got, want)
+
+
 def test_missing_files_and_vocab_raise_one_line_data_errors(tmp_path, vocab_path, wiki_file):
     with pytest.raises(DataError, match="not found: .*nope.txt") as e:
         pretraining_dataset(str(tmp_path / "nope.txt"), vocab_path)

@@ -118,6 +118,9 @@ def pretraining_dataset(files, vocab_path, seq_len=128, max_predictions=20, batc
         raise ValueError(f"batch_size must be positive, got {batch_size}")
     if not 0.0 < masked_lm_prob <= 1.0:
         raise ValueError(f"masked_lm_prob must be in (0, 1], got {masked_lm_prob}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
+                             or seed < 0):
+        raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
     passes = None if repeat is True else (1 if repeat is False else int(repeat))
     if passes is not None and passes < 1:
         raise ValueError(f"repeat must be True, False or a positive int, got {repeat}")
@@ -202,7 +205,7 @@ class _ExampleStream:
         self.drop_remainder = drop_remainder
         self.shard, self.num_shards, self.shard_examples = shard, num_shards, shard_examples
         self.stats = stats
-        self.entropy = seed if seed is not None else np.random.SeedSequence().entropy
+        self.entropy = int(seed) if seed is not None else np.random.SeedSequence().entropy
         self.iterations = 0
         if files_per_block is None or files_per_block >= len(files):
             self.block_size = len(files)
@@ -285,7 +288,8 @@ class _ExampleStream:
                         break
                     yield rows + (self._seed(mask_rng),)
             if self.stats.examples == examples_before and pending is None:
-                raise DataError(f"no text in pre-training files: {_names(self.files)}")
+                raise DataError(f"no examples from pre-training files (no text, or fewer "
+                                f"examples than input pipelines): {_names(self.files)}")
             pass_ += 1
             self.stats.epochs += 1
             logger.debug("pre-training data pass done: %s", self.stats.summary())
