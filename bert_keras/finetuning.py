@@ -297,7 +297,8 @@ def finetune(task, train_examples, dev_examples, init, model_dir, epochs=3, batc
     best, history, train_seconds = None, [], 0.0
     for epoch in range(epochs):
         start = time.perf_counter()
-        fit = model.fit(dataset, epochs=epoch + 1, initial_epoch=epoch, verbose=verbose, callbacks=callbacks)
+        fit = model.fit(dataset, epochs=epoch + 1, initial_epoch=epoch, verbose=verbose, callbacks=callbacks,
+                        shuffle=False)  # the dataset shuffles and buckets itself
         train_seconds += time.perf_counter() - start
         record = {"epoch": epoch + 1, **{k: float(v[-1]) for k, v in fit.history.items()}}
         if prepared.evaluate is not None:
