@@ -92,6 +92,13 @@ def build(vocab_path, lower_case):
         kh = keras_hub.models.BertTokenizer(vocabulary=vocab_path, lowercase=lower_case)
         f_kh = tf.function(lambda t: kh.tokenize(t), input_signature=spec, autograph=False)
         tokenizers["keras-hub BertTokenizer"] = lambda b: f_kh(tf.constant(b))
+        # keras-hub's BertTokenizer does not strip accents; its WordPiece
+        # tokenizer can, which is its closest setting to Google's.
+        kw2 = keras_hub.tokenizers.WordPieceTokenizer(
+            vocabulary=vocab_path, lowercase=lower_case, strip_accents=lower_case, split_on_cjk=True
+        )
+        f_kw2 = tf.function(lambda t: kw2.tokenize(t), input_signature=spec, autograph=False)
+        tokenizers["keras-hub WordPiece(strip_accents)"] = lambda b: f_kw2(tf.constant(b))
     except Exception as e:  # noqa: BLE001 - optional comparison
         print(f"(keras-hub skipped: {e})")
 

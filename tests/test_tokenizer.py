@@ -397,3 +397,30 @@ def test_cli_errors_are_one_line(tmp_path):
     )
     assert res.returncode == 1
     assert res.stderr.strip().splitlines()[-1].startswith("bert-keras vocab: error: input file not found")
+
+
+def test_cli_vocab_builds_a_usable_vocabulary(tmp_path, vocab_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_bytes(b"\n".join(_corpus_lines()[:40]) + b"\n")
+    out = tmp_path / "sub" / "vocab.txt"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    res = subprocess.run(
+        [sys.executable, "-m", "bert_keras", "vocab", "--input", str(corpus), "--out", str(out),
+         "--size", "300", "--min-count", "1", "--reserved", "[unused0]"],
+        capture_output=True, text=True, cwd=REPO, env=env, timeout=300,
+    )
+    assert res.returncode == 0, res.stderr[-2000:]
+    vocab = load_vocab(out)
+    assert vocab[:6] == list(RESERVED_TOKENS) + ["[unused0]"]
+    tok = BertTokenizer.from_vocab(out)
+    assert (tok.pad_id, tok.unk_id, tok.cls_id, tok.sep_id, tok.mask_id) == (0, 1, 2, 3, 4)
+
+
+def test_huge_line_and_huge_word_do_not_break(vocab_path):
+    tok = BertTokenizer.from_vocab(vocab_path)
+    google = tokenization.FullTokenizer(vocab_path, do_lower_case=True)
+    google.wordpiece_tokenizer.max_input_chars_per_word = 200
+    line = ("The quick brown fox, ΣΟΦΙΑ 中文 naïve. " * 5000)[:200_000]
+    got = tok.tokenize(tf.constant([line, "x" * 200_000])).to_list()
+    assert got[0] == google.convert_tokens_to_ids(google.tokenize(line))
+    assert got[1] == [tok.unk_id]
