@@ -1,0 +1,186 @@
+"""SavedModel export for TF Serving: a raw-text signature and an ids signature.
+
+    export_saved_model("runs/sentiment/best", "export/sentiment/1")
+
+writes a SavedModel (through `keras.export.ExportArchive`) with two signatures:
+
+* ``serving_default``: ``text`` tf.string [B] (pair models also ``text_b``
+  [B]; multiple choice ``text_b`` [B, K], one ending per choice).  Tokenises
+  with the project's Google-exact in-graph tokenizer (tensorflow-text's
+  FastWordpieceTokenizer op for WordPiece), packs ``[CLS] A [SEP] (B [SEP])``
+  to ``max_seq_len`` and runs the model.  A consumer needs ``import
+  tensorflow_text`` (the op's kernel) and nothing from this project.
+* ``serve_ids``: ``token_ids``, ``segment_ids``, ``padding_mask`` int32
+  [B, L] ([B, K, L] for multiple choice), any L up to the position table;
+  core TensorFlow ops only.
+
+Outputs are named (`ExportSpec.text_outputs`): ``logits``, ``probabilities``,
+``label`` for classifiers, ``score`` for regression, ``start_logits`` /
+``end_logits`` for spans, per-WordPiece ``logits``/``label`` for NER (the
+text signature also returns the ``token_ids`` and ``padding_mask`` it built,
+so clients can align tokens), ``choice`` for multiple choice.
+
+The vocabulary travels as an asset (``assets/vocab.txt``); the label names,
+casing, sequence length and input/output names in
+``assets.extra/bert_keras_export.json``.
+
+Loading ``serve_ids`` without tensorflow-text: the text signature's graph
+holds a tensorflow-text op, and TensorFlow checks every op of every function
+when a SavedModel is loaded.  So the export also writes an ids-only copy
+(``ids_only/``, same variables, no tensorflow-text op anywhere) for stock TF
+Serving binaries and processes that cannot import tensorflow-text; see
+``export/README.md``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import tensorflow as tf
+
+from bert_keras.export import heads
+from bert_keras.export.spec import SPEC_FILE, resolve, write_spec
+
+IDS_ONLY = "ids_only"
+
+
+def _ids_spec(spec):
+    shape = [None, None, None] if spec.task == "multiple_choice" else [None, None]
+    return [tf.TensorSpec(shape, tf.int32, name=n) for n in ("token_ids", "segment_ids", "padding_mask")]
+
+
+def make_serving_functions(model, spec, tokenizer):
+    """The signature functions (plain python callables taking tensors).
+
+    Returns (serve_text, serve_ids); serve_text takes (text) or (text, text_b).
+    """
+
+    def run(feats):
+        return model({k: feats[k] for k in ("token_ids", "segment_ids", "padding_mask")}, training=False)
+
+    def serve_ids(token_ids, segment_ids, padding_mask):
+        feats = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
+        return heads.named_outputs(spec, run(feats))
+
+    def featurize(text, text_b=None):
+        seq_len = spec.max_seq_len
+        if spec.task != "multiple_choice":
+            return tokenizer(text, pairs=text_b, seq_len=seq_len)
+        # every (context, ending) pair packed like any pair, then [B*K, L] -> [B, K, L]
+        num_choices = tf.shape(text_b)[1]
+        feats = tokenizer(tf.repeat(text, num_choices), pairs=tf.reshape(text_b, [-1]), seq_len=seq_len)
+        shape = tf.stack([tf.shape(text_b)[0], num_choices, seq_len])
+        return {k: tf.reshape(v, shape) for k, v in feats.items()}
+
+    def finish(feats):
+        out = heads.named_outputs(spec, run(feats))
+        if spec.task in ("token_classification", "span"):
+            out["token_ids"] = feats["token_ids"]
+            out["padding_mask"] = feats["padding_mask"]
+        return out
+
+    if spec.pair:
+        def serve_text(text, text_b):
+            return finish(featurize(text, text_b))
+    else:
+        def serve_text(text):
+            return finish(featurize(text))
+    return serve_text, serve_ids
+
+
+def text_input_signature(spec):
+    sig = [tf.TensorSpec([None], tf.string, name="text")]
+    if spec.pair:
+        shape = [None, None] if spec.task == "multiple_choice" else [None]
+        sig.append(tf.TensorSpec(shape, tf.string, name="text_b"))
+    return sig
+
+
+def _write_archive(path, model, endpoints, assets=()):
+    """Writes endpoints [(name, fn, input_signature)] as a SavedModel (model: unused, kept for callers)."""
+    import keras
+
+    archive = keras.export.ExportArchive()
+    # Not `archive.track(model)`: the endpoints capture the variables they use
+    # (saved once, under `_all_variables`); tracking the model as well stores
+    # every weight a second time through its Keras variable wrappers, doubling
+    # the SavedModel (Keras 3.15).
+    for name, value in assets:
+        # tracked assets are copied into assets/ and their paths rewritten on load
+        setattr(archive._tf_trackable, name, value)
+    for name, fn, signature in endpoints:
+        archive.add_endpoint(name=name, fn=fn, input_signature=signature)
+    archive.write_out(path, verbose=False)
+
+
+def _replace_dir(tmp, final):
+    if os.path.exists(final):
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+
+
+def export_saved_model(model_dir_or_model, out_dir, max_seq_len=None, pair=None, vocab_path=None,
+                       lower_case=None, labels=None, ids_only_copy=True) -> str:
+    """Exports a task model as a SavedModel with `serving_default` (text) and `serve_ids`.
+
+    Args:
+      model_dir_or_model: a model folder (`finetune` / `save_checkpoint`
+        output, or another folder `load_checkpoint` reads that has a task
+        head) or an in-memory task model from `load_checkpoint`.
+      out_dir: the SavedModel folder to write (replaced if it exists).  For TF
+        Serving use a numbered version folder, e.g. ``models/sentiment/1``.
+      max_seq_len: the text signature's sequence length (default: the
+        folder's, else 128).  `serve_ids` takes any length.
+      pair: the text signature takes `text_b` (default: from the folder;
+        always for span and multiple choice).
+      vocab_path, lower_case, labels: override what the folder records.
+      ids_only_copy: also write ``out_dir/ids_only`` (serve_ids alone, no
+        tensorflow-text op) for consumers without tensorflow-text.
+
+    Returns:
+      out_dir.
+    """
+    from bert_keras.text.tokenizer import BertTokenizer
+
+    model, spec = resolve(model_dir_or_model, max_seq_len=max_seq_len, pair=pair, vocab_path=vocab_path,
+                          lower_case=lower_case, labels=labels)
+    tokenizer = BertTokenizer.from_vocab(spec.vocab_path, lower_case=spec.lower_case)
+    serve_text, serve_ids = make_serving_functions(model, spec, tokenizer)
+    out_dir = os.fspath(out_dir)
+    parent = os.path.dirname(os.path.abspath(out_dir))
+    os.makedirs(parent, exist_ok=True)
+    # Written to a temporary sibling and renamed: TF Serving polls the base
+    # folder and must never see a half-written version.
+    tmp = tempfile.mkdtemp(prefix=".export-", dir=parent)
+    try:
+        main = os.path.join(tmp, "model")
+        vocab_asset = tf.saved_model.Asset(spec.vocab_path)
+        _write_archive(main, model, [
+            ("serving_default", serve_text, text_input_signature(spec)),
+            ("serve_ids", serve_ids, _ids_spec(spec)),
+        ], assets=[("vocab_file", vocab_asset)])
+        write_spec(spec, os.path.join(main, "assets.extra"), max_seq_len_ids="any")
+        if ids_only_copy:
+            ids_dir = os.path.join(main, IDS_ONLY)
+            _write_archive(ids_dir, model, [("serve_ids", serve_ids, _ids_spec(spec))])
+            write_spec(spec, os.path.join(ids_dir, "assets.extra"))
+        _replace_dir(main, out_dir)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out_dir
+
+
+def saved_model_size_mb(path) -> float:
+    """Size of a SavedModel folder (without its ids-only copy), in MB (10^6 bytes)."""
+    total = 0
+    for root, dirs, files in os.walk(path):
+        if root == path and IDS_ONLY in dirs:
+            dirs.remove(IDS_ONLY)
+        total += sum(os.path.getsize(os.path.join(root, f)) for f in files)
+    return total / 1e6
+
+
+__all__ = ["export_saved_model", "make_serving_functions", "text_input_signature", "saved_model_size_mb",
+           "SPEC_FILE", "IDS_ONLY"]

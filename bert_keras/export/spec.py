@@ -1,0 +1,186 @@
+"""What an export needs to know about a model: task family, labels, inputs, sequence length.
+
+`resolve(model_dir_or_model, ...)` turns a model folder (written by
+`save_checkpoint` or `finetune`, or any folder `load_checkpoint` reads) or an
+in-memory Keras model into an `ExportSpec`.  The exporters (SavedModel,
+TFLite) and `bert-keras predict` all read the same spec, and the spec travels
+with every export as JSON (SavedModel: `assets.extra/bert_keras_export.json`;
+TFLite: `bert_keras_export.json` next to the files) so a consumer needs nothing
+from this project to interpret the outputs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+from bert_keras.errors import BertKerasError
+
+SPEC_FILE = "bert_keras_export.json"
+
+# Checkpoint task names (bert_keras.checkpoints.TASKS) that can be served.
+SERVABLE = ("classification", "token_classification", "span", "multiple_choice")
+
+# Fine-tuning task names (finetuning metadata) -> checkpoint task names.
+_FINETUNE_TASKS = {
+    "classification": "classification",
+    "regression": "classification",
+    "ner": "token_classification",
+    "squad": "span",
+    "squad2": "span",
+    "multiple-choice": "multiple_choice",
+}
+
+
+@dataclasses.dataclass
+class ExportSpec:
+    """Everything the exporters need besides the Keras model itself.
+
+    Fields:
+      task: "classification", "token_classification", "span" or "multiple_choice".
+      regression: classification with one output (a score, no labels).
+      labels: label names by class index (classification / token
+        classification); "0", "1", ... when the folder records none.
+      pair: whether the text signature takes a second segment `text_b`
+        (always for span and multiple choice).
+      max_seq_len: sequence length of the text signature (and of TFLite).
+      vocab_path: the WordPiece vocabulary (vocab.txt).
+      lower_case: uncased tokenisation.
+      num_outputs: classes (classification, token classification); 2 for
+        span; 1 for multiple choice.
+      source: where the model came from (for messages and the JSON).
+    """
+
+    task: str
+    regression: bool
+    labels: list
+    pair: bool
+    max_seq_len: int
+    vocab_path: str
+    lower_case: bool
+    num_outputs: int
+    source: str = ""
+
+    def to_json(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["vocab_file"] = os.path.basename(d.pop("vocab_path"))
+        d["inputs"] = self.text_inputs
+        d["outputs"] = self.text_outputs
+        return d
+
+    @property
+    def text_inputs(self) -> list:
+        return ["text", "text_b"] if self.pair else ["text"]
+
+    @property
+    def text_outputs(self) -> list:
+        """Output names of the text signature (the ids signature has the same minus token_ids)."""
+        if self.task == "classification":
+            return ["logits", "score"] if self.regression else ["logits", "probabilities", "label"]
+        if self.task == "token_classification":
+            return ["logits", "probabilities", "label", "token_ids", "padding_mask"]
+        if self.task == "span":
+            return ["start_logits", "end_logits", "token_ids", "padding_mask"]
+        return ["logits", "probabilities", "choice"]
+
+
+def _model_task(model) -> str:
+    from bert_keras.checkpoints import task_of
+
+    task = task_of(model)
+    if task not in SERVABLE:
+        raise BertKerasError(f"cannot export a {task or 'bare encoder'} model; export a fine-tuned task model "
+                             f"({', '.join(SERVABLE)})")
+    return task
+
+
+def _num_outputs(model, task) -> int:
+    if task in ("classification", "token_classification"):
+        return int(model.num_classes)
+    return 2 if task == "span" else 1
+
+
+def load_for_export(model_dir):
+    """Loads a model folder for export: (keras model, folder metadata dict, raw meta dict)."""
+    from bert_keras.checkpoints import checkpoint_task, load_checkpoint, open_checkpoint
+
+    if not os.path.isdir(model_dir):
+        raise BertKerasError(f"{model_dir}: no such model folder")
+    raw = open_checkpoint(model_dir)
+    meta = raw.meta if isinstance(raw.meta, dict) else {}
+    metadata = (meta.get("metadata") or {}) if raw.flavor == "bert_keras" else {}
+    task = _FINETUNE_TASKS.get(metadata.get("task")) or checkpoint_task(model_dir)
+    if task not in SERVABLE:
+        raise BertKerasError(f"{model_dir}: the folder holds a {task or 'bare encoder'} model; export needs a "
+                             f"fine-tuned task model ({', '.join(SERVABLE)})")
+    model = load_checkpoint(model_dir, task=task)
+    return model, metadata, raw
+
+
+def resolve(model_dir_or_model, max_seq_len=None, pair=None, vocab_path=None, lower_case=None, labels=None):
+    """(keras model, ExportSpec) for a model folder or an in-memory task model.
+
+    Args:
+      model_dir_or_model: a folder (`save_checkpoint` / `finetune` output, or a
+        Hugging Face / Google folder with a task head) or a Keras task model
+        (from `load_checkpoint`, which records `vocab_path` and `lower_case`).
+      max_seq_len: sequence length of the text signature; default the
+        folder's recorded `max_seq_len`, else 128.
+      pair: text signature takes `text_b`; default: the folder's `pair`
+        record, else True for span / multiple choice, False otherwise.
+      vocab_path, lower_case, labels: override what the folder records.
+    """
+    if isinstance(model_dir_or_model, (str, os.PathLike)):
+        source = os.fspath(model_dir_or_model)
+        model, metadata, raw = load_for_export(source)
+    else:
+        model, metadata, raw, source = model_dir_or_model, {}, None, type(model_dir_or_model).__name__
+    task = _model_task(model)
+    vocab_path = vocab_path or getattr(model, "vocab_path", None) or (raw.vocab_path if raw else None)
+    if not vocab_path or not os.path.exists(vocab_path):
+        raise BertKerasError(f"{source}: no vocab.txt to build the in-graph tokenizer; pass vocab_path")
+    if lower_case is None:
+        lower_case = metadata.get("lower_case", getattr(model, "lower_case", None))
+    if lower_case is None:
+        lower_case = True  # what checkpoint_tokenizer assumes for folders that record nothing
+    num_outputs = _num_outputs(model, task)
+    regression = task == "classification" and (num_outputs == 1 or metadata.get("task") == "regression")
+    if labels is None:
+        labels = metadata.get("labels")
+    if task in ("classification", "token_classification") and not regression:
+        labels = [str(x) for x in labels] if labels else [str(i) for i in range(num_outputs)]
+        if len(labels) != num_outputs:
+            raise BertKerasError(f"{source}: {len(labels)} label names for a head with {num_outputs} outputs")
+    else:
+        labels = []
+    if pair is None:
+        pair = bool(metadata.get("pair", task in ("span", "multiple_choice")))
+    if task in ("span", "multiple_choice") and not pair:
+        raise BertKerasError(f"{source}: {task} models always take a second text (pair=True)")
+    seq_len = int(max_seq_len or metadata.get("max_seq_len") or 128)
+    limit = model.encoder.config.max_position_embeddings
+    if not (3 if pair else 2) <= seq_len <= limit:
+        raise BertKerasError(f"max_seq_len={seq_len} is outside 3..{limit} for this model")
+    spec = ExportSpec(task=task, regression=regression, labels=labels, pair=bool(pair), max_seq_len=seq_len,
+                      vocab_path=os.fspath(vocab_path), lower_case=bool(lower_case), num_outputs=num_outputs,
+                      source=source)
+    return model, spec
+
+
+def write_spec(spec: ExportSpec, folder, **extra) -> str:
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, SPEC_FILE)
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump({**spec.to_json(), **extra}, f, indent=2)
+    return path
+
+
+def read_spec(path) -> dict:
+    """The export JSON of a SavedModel folder or a TFLite folder/file ({} when absent)."""
+    folder = path if os.path.isdir(path) else os.path.dirname(path)
+    for candidate in (os.path.join(folder, "assets.extra", SPEC_FILE), os.path.join(folder, SPEC_FILE)):
+        if os.path.exists(candidate):
+            with open(candidate, encoding="utf-8") as f:
+                return json.load(f)
+    return {}
