@@ -160,7 +160,7 @@ def test_finished_run_exits_without_training_and_final_model_loads(resume_runs):
     assert (final / "vocab.txt").read_text() == open(r["config"]["vocab"]).read()
     resumed, _ = load(r["tmp"] / "resumed.npz")
     np.testing.assert_array_equal(encoder.embeddings.token_embedding.embeddings.numpy(),
-                                  resumed["bert_encoder/embeddings/token_embedding/embeddings"])
+                                  resumed["embeddings/token_embedding/embeddings"])
 
 
 def test_phase_2_runs_at_512_with_80_predictions(resume_runs):
