@@ -19,6 +19,13 @@ Pipeline (all TensorFlow ops, usable eagerly, in `tf.function`, in
 
 Ids always come from the vocabulary file (`[CLS]`, `[SEP]`, ... are looked up
 by name), with Google's rule for duplicated lines (the last one wins).
+
+Export: everything the graph needs (the Unicode tables and tensorflow-text's
+compiled WordPiece model, which holds the vocabulary) is a constant captured by
+the traced functions, so a SavedModel written with `keras.export.ExportArchive`
+(`archive.track(tok)`, then endpoints calling `tok`) is self-contained and
+loads with `import tensorflow_text` alone.  `get_config()` carries the
+vocabulary list, so `BertTokenizer.from_config` rebuilds the layer.
 """
 
 from __future__ import annotations
@@ -94,9 +101,6 @@ class BertTokenizer(keras.layers.Layer):
         if not self._vocab:
             raise DataError("empty vocabulary")
         self._source = source or "vocabulary"
-        # Exported SavedModels work from the constants below alone; the file is
-        # also carried along (assets/) so consumers can read the vocabulary.
-        self.vocabulary_asset = tf.saved_model.Asset(source) if source else None
         self._lower_case = bool(lower_case)
         self._max_chars_per_word = int(max_chars_per_word)
         if self._max_chars_per_word < 1:
