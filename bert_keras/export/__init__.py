@@ -1,18 +1,25 @@
 """Export for deployment: SavedModel (TF Serving) and TFLite (LiteRT).
 
-    from bert_keras.export import export_saved_model, export_tflite
+    from bert_keras.export import export_saved_model, export_tflite, load_predictor
     export_saved_model("runs/sentiment/best", "serving/sentiment/1")
     export_tflite("runs/sentiment/best", "tflite/", quantize="dynamic")
+    load_predictor("serving/sentiment/1").predict(["a gorgeous film."])
 
-* `saved_model`: `serving_default` on raw text (in-graph Google-exact
-  tokenizer) and `serve_ids` on ids; see that module.
+* `saved_model`: `serving_default` on raw text (the Google-exact in-graph
+  tokenizer) and `serve_ids` on ids; an ids-only copy for consumers without
+  tensorflow-text.
 * `tflite`: `model.tflite` (ids, builtin ops) and `model_text.tflite`
   (tensorflow-text's TFLite tokenizer kernels inside); float32, float16,
   dynamic-range int8 and calibrated full int8.
+* `predict`: one predictor over a SavedModel, a TFLite file or a model folder.
 * `demo_export`: what `bert-keras demo` runs (both formats, reloaded and timed).
 """
 
+from bert_keras.export.demo import demo_export
+from bert_keras.export.predict import Predictor, load_predictor
 from bert_keras.export.saved_model import export_saved_model
 from bert_keras.export.spec import ExportSpec, read_spec, resolve
+from bert_keras.export.tflite import QUANTIZE, TFLiteModel, export_tflite, tokenizer_exact_match
 
-__all__ = ["export_saved_model", "ExportSpec", "resolve", "read_spec"]
+__all__ = ["export_saved_model", "export_tflite", "demo_export", "load_predictor", "Predictor", "TFLiteModel",
+           "tokenizer_exact_match", "ExportSpec", "resolve", "read_spec", "QUANTIZE"]

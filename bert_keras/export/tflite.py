@@ -34,6 +34,7 @@ tokenizer; ops without an int8 kernel stay float).
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import time
 
@@ -277,6 +278,11 @@ def _export_files(model, spec, out_dir, quantize, calibration_texts, text_model,
         _quantize(conv, quantize, text_representative)
         text_path = os.path.join(out_dir, TEXT_FILE.replace(".tflite", f"{suffix}.tflite"))
         _write(text_path, _convert(conv, f"{spec.source} (text model)"))
+    # the vocabulary next to the files: clients decode token ids with it
+    vocab_copy = os.path.join(out_dir, "vocab.txt")
+    if os.path.abspath(spec.vocab_path) != os.path.abspath(vocab_copy):
+        shutil.copyfile(spec.vocab_path, vocab_copy)
+    spec.vocab_path = vocab_copy
     spec_path = write_spec(spec, out_dir, num_choices=k if mc else None,
                            tflite_outputs=["label_id" if o == "label" else o for o in spec.text_outputs])
     return {"ids": ids_path, "text": text_path, "spec": spec_path, "quantize": quantize}

@@ -1,0 +1,76 @@
+"""Export a model folder for deployment: a SavedModel for TF Serving, or TFLite files for LiteRT.
+
+--model-dir takes any folder written by `finetune` or `save_checkpoint` (or a
+Hugging Face / Google folder with a task head).
+
+  saved_model  OUT/ with signatures `serving_default` (raw `text`, plus `text_b`
+               for pair tasks; tokenised in graph) and `serve_ids` (token_ids,
+               segment_ids, padding_mask); OUT/ids_only/ holds serve_ids alone
+               for servers without tensorflow-text.  Serve OUT as a numbered
+               version folder (models/NAME/1).
+  tflite       OUT/model.tflite (ids inputs, builtin ops) and
+               OUT/model_text.tflite (tokenizer inside, tensorflow-text TFLite
+               kernels); --quantize adds a suffix (model_int8.tflite, ...).
+
+examples:
+  bert-keras export --model-dir runs/sentiment/best --out serving/sentiment/1
+  bert-keras export --model-dir runs/sentiment/best --out tflite --format tflite --quantize float16
+  bert-keras export --model-dir runs/sentiment/best --out tflite --format tflite --quantize int8 \\
+      --calibration-file dev_sentences.txt
+  bert-keras export --model-dir runs/mrpc/best --out serving/mrpc/1 --pair --max-seq-len 128
+"""
+
+import json
+
+
+def add_arguments(p):
+    from bert_keras.export.tflite import QUANTIZE
+
+    p.add_argument("--model-dir", required=True, help="model folder (finetune / save_checkpoint output)")
+    p.add_argument("--out", required=True, help="output folder (SavedModel folder, or folder for the .tflite files)")
+    p.add_argument("--format", choices=("saved_model", "tflite"), default="saved_model")
+    p.add_argument("--quantize", choices=QUANTIZE, default="none", help="TFLite only (default: none = float32)")
+    p.add_argument("--max-seq-len", type=int, help="sequence length of the text input (default: the folder's, else 128)")
+    p.add_argument("--pair", action="store_true", default=None,
+                   help="classification on sentence pairs: the text input also takes text_b")
+    p.add_argument("--calibration-file",
+                   help="int8: real sentences, one a line (TAB-separated pairs for pair models); 200 are used")
+    p.add_argument("--no-ids-only-copy", action="store_true", help="saved_model: skip OUT/ids_only")
+
+
+def _calibration(path):
+    from bert_keras.errors import BertKerasError
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = [line.rstrip("\n") for line in f if line.strip()]
+    except OSError as e:
+        raise BertKerasError(f"{path}: cannot read the calibration file ({e.strerror})") from e
+    if not lines:
+        raise BertKerasError(f"{path}: no sentences in the calibration file")
+    return [tuple(line.split("\t", 1)) if "\t" in line else line for line in lines]
+
+
+def run(args) -> int:
+    from bert_keras.errors import BertKerasError
+
+    if args.format == "saved_model":
+        if args.quantize != "none":
+            raise BertKerasError("--quantize applies to --format tflite only")
+        from bert_keras.export.saved_model import export_saved_model, saved_model_size_mb
+
+        print(f"exporting {args.model_dir} as a SavedModel ...", flush=True)
+        out = export_saved_model(args.model_dir, args.out, max_seq_len=args.max_seq_len, pair=args.pair,
+                                 ids_only_copy=not args.no_ids_only_copy)
+        print(json.dumps({"saved_model": out, "mb": round(saved_model_size_mb(out), 2),
+                          "signatures": ["serving_default", "serve_ids"]}))
+        return 0
+    from bert_keras.export.tflite import export_tflite, file_size_mb
+
+    calibration = _calibration(args.calibration_file) if args.calibration_file else None
+    print(f"exporting {args.model_dir} as TFLite ({args.quantize}) ...", flush=True)
+    paths = export_tflite(args.model_dir, args.out, quantize=args.quantize, max_seq_len=args.max_seq_len,
+                          calibration_texts=calibration, pair=args.pair)
+    print(json.dumps({**paths, "ids_mb": round(file_size_mb(paths["ids"]), 2),
+                      "text_mb": round(file_size_mb(paths["text"]), 2) if paths["text"] else None}))
+    return 0
