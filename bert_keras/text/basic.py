@@ -81,12 +81,13 @@ class BasicTokenizer(tf.Module):
     def __init__(self, lower_case: bool = True, name: str | None = None):
         super().__init__(name=name)
         self.lower_case = bool(lower_case)
-        stage1, stage2, expansions = ut.build_tables(self.lower_case)
+        stage1, stage2, expansions, stripped = ut.build_tables(self.lower_case)
         # Constants (not variables): captured into every traced graph and
         # stored in SavedModels, so exported functions are self-contained.
         self._stage1 = tf.constant(stage1, tf.int32)
         self._stage2 = tf.constant(stage2, tf.int32)
         self._expansions = tf.constant(expansions, tf.int32)
+        self._stripped = tf.constant(stripped, tf.int32)
 
     def _props(self, cps):
         """Packed per-codepoint facts for int32 codepoints of any shape."""
@@ -156,29 +157,42 @@ class BasicTokenizer(tf.Module):
                 lambda: self._final_sigma(cps, props, rows, num_texts),
                 lambda: tf.zeros_like(cps, dtype=tf.bool),
             )
-            # lower() + NFD, one row of at most 4 codepoints per character.
-            map_idx = tf.bitwise.right_shift(props, ut.MAP_SHIFT)
-            expanded = tf.gather(self._expansions, map_idx)  # [n, 4]
-            identity = tf.concat(
-                [cps[:, None], tf.fill([n, ut.MAX_EXPANSION - 1], -1)], axis=1
+            # lower() + NFD + strip Mn.  Mn marks are deleted wherever NFD's
+            # canonical reordering puts them, so per-character mappings with
+            # the marks already removed are exact -- unless a batch holds one
+            # of the rare non-Mn characters with a combining class, whose order
+            # can change: then decompose fully, reorder, and strip afterwards.
+            needs_reorder = tf.reduce_any(tf.not_equal(tf.bitwise.bitwise_and(props, ut.REORDER), 0))
+            out, out_src, out_props, out_rows = tf.cond(
+                needs_reorder,
+                lambda: self._lower_nfd_strip(cps, props, rows, final, reorder=True),
+                lambda: self._lower_nfd_strip(cps, props, rows, final, reorder=False),
             )
-            expanded = tf.where((map_idx > 0)[:, None], expanded, identity)
-            expanded = tf.where(
-                final[:, None] & tf.equal(expanded, ut.SMALL_SIGMA), ut.FINAL_SIGMA, expanded
-            )
-            present = tf.where(expanded >= 0)  # [m, 2]: (char, slot), in text order
-            out = tf.gather_nd(expanded, present)
-            out_src = present[:, 0]
-            out_props = self._props(out)
-            out_rows = tf.gather(rows, out_src)
-            out, out_src, out_props, out_rows = self._canonical_order(out, out_src, out_props, out_rows)
-            # _run_strip_accents: drop Mn after the whole token is decomposed.
-            keep = tf.equal(tf.bitwise.bitwise_and(out_props, ut.MN), 0)
-            out, out_src, out_props, out_rows = _compress(keep, out, out_src, out_props, out_rows)
         else:
             out, out_src, out_props, out_rows = cps, src, props, rows
 
         return self._segment(out, out_src, out_props, out_rows, props, num_texts)
+
+    def _lower_nfd_strip(self, cps, props, rows, final, reorder: bool):
+        """`strip_accents(token.lower())` as a stream of (codepoint, source index, props, row)."""
+        n = tf.shape(cps, out_type=tf.int64)[0]
+        table = self._expansions if reorder else self._stripped
+        width = ut.MAX_EXPANSION if reorder else ut.MAX_STRIPPED
+        map_idx = tf.bitwise.right_shift(props, ut.MAP_SHIFT)
+        expanded = tf.gather(table, map_idx)  # [n, width], -1 padded
+        identity = tf.concat([cps[:, None], tf.fill([n, width - 1], -1)], axis=1)
+        expanded = tf.where((map_idx > 0)[:, None], expanded, identity)
+        expanded = tf.where(final[:, None] & tf.equal(expanded, ut.SMALL_SIGMA), ut.FINAL_SIGMA, expanded)
+        present = tf.where(expanded >= 0)  # [m, 2]: (char, slot), in text order
+        out = tf.gather_nd(expanded, present)
+        out_src = present[:, 0]
+        out_props = self._props(out)
+        out_rows = tf.gather(rows, out_src)
+        if reorder:
+            out, out_src, out_props, out_rows = self._canonical_order(out, out_src, out_props, out_rows)
+            keep = tf.equal(tf.bitwise.bitwise_and(out_props, ut.MN), 0)
+            out, out_src, out_props, out_rows = _compress(keep, out, out_src, out_props, out_rows)
+        return out, out_src, out_props, out_rows
 
     def _canonical_order(self, out, out_src, out_props, out_rows):
         """NFD's canonical reordering across the characters of a token.

@@ -26,9 +26,14 @@ Facts stored per codepoint `c` (one int32):
 * ``MN``         category Mn: removed by Google's `_run_strip_accents`.
 * ``CCC``        canonical combining class (8 bits), needed to reproduce the
                  canonical reordering step of NFD across characters.
-* ``MAP``        (uncased tables only) index of the row of `expansions` holding
-                 `NFD(c.lower())` (at most 4 codepoints, padded with -1); 0 means
-                 "maps to itself".
+* ``REORDER``    (uncased) `NFD(c.lower())` holds a character that has a
+                 non-zero combining class but is not Mn (25 rare characters such
+                 as U+1D165): only then can NFD's reordering across characters
+                 change what survives accent stripping.
+* ``MAP``        (uncased tables only) row of `expansions` holding
+                 `NFD(c.lower())` (at most 4 codepoints, padded with -1) and of
+                 `stripped` holding the same without Mn characters (at most 3,
+                 possibly none); 0 means "maps to itself".
 
 The tables depend on the Unicode version of the Python that builds them
 (`unicodedata.unidata_version`), exactly like Google's tokenizer does.
@@ -48,6 +53,7 @@ CJK = 8
 CASED = 16
 IGNORABLE = 32
 MN = 64
+REORDER = 128
 CCC_SHIFT = 8  # bits 8..15
 MAP_SHIFT = 16  # bits 16..30
 
@@ -55,6 +61,7 @@ MAX_CODEPOINT = 0x10FFFF
 BLOCK_BITS = 7  # 128 codepoints per block of the two-stage table
 BLOCK = 1 << BLOCK_BITS
 MAX_EXPANSION = 4  # longest NFD(c.lower()) in Unicode 14/15
+MAX_STRIPPED = 3  # longest NFD(c.lower()) without Mn (Hangul syllables)
 
 CAPITAL_SIGMA = 0x03A3
 SMALL_SIGMA = 0x03C3
@@ -110,15 +117,17 @@ def build_tables(lower_case: bool):
     """Builds the lookup tables for one casing mode.
 
     Returns:
-      (stage1, stage2, expansions): numpy int32 arrays.
+      (stage1, stage2, expansions, stripped): numpy int32 arrays.
         `stage1` [0x110000 >> 7] block index per block of 128 codepoints;
         `stage2` [n_blocks * 128] the packed facts (see module docstring);
-        `expansions` [n_rows, 4] codepoints of `NFD(c.lower())`, -1 padded
+        `expansions` [n_rows, 4] codepoints of `NFD(c.lower())`, -1 padded;
+        `stripped` [n_rows, 3] the same without Mn characters
         (row 0 is unused: MAP == 0 means identity).
     """
     n = MAX_CODEPOINT + 1
     values = np.zeros(n, dtype=np.int64)
     expansions = [[-1] * MAX_EXPANSION]
+    stripped = [[-1] * MAX_STRIPPED]
     for lo, hi in CJK_RANGES:
         values[lo : hi + 1] |= CJK
     for cp in range(n):
@@ -143,11 +152,15 @@ def build_tables(lower_case: bool):
         v |= unicodedata.combining(ch) << CCC_SHIFT
         if lower_case and not v & (DROP | SPACE):
             mapped = unicodedata.normalize("NFD", ch.lower())
-            if mapped != ch:
-                if len(mapped) > MAX_EXPANSION:
-                    raise AssertionError(f"NFD(lower(U+{cp:04X})) longer than {MAX_EXPANSION}")
+            bare = "".join(m for m in mapped if unicodedata.category(m) != "Mn")
+            if any(unicodedata.combining(m) and unicodedata.category(m) != "Mn" for m in mapped):
+                v |= REORDER
+            if mapped != ch or bare != ch:
+                if len(mapped) > MAX_EXPANSION or len(bare) > MAX_STRIPPED:
+                    raise AssertionError(f"NFD(lower(U+{cp:04X})) longer than the tables allow")
                 v |= len(expansions) << MAP_SHIFT
                 expansions.append([ord(m) for m in mapped] + [-1] * (MAX_EXPANSION - len(mapped)))
+                stripped.append([ord(m) for m in bare] + [-1] * (MAX_STRIPPED - len(bare)))
         values[cp] |= v
     if len(expansions) >= 1 << (31 - MAP_SHIFT):
         raise AssertionError("too many case/decomposition mappings for the packed table")
@@ -168,6 +181,7 @@ def build_tables(lower_case: bool):
         stage1.reshape(-1).astype(np.int32),
         stage2.astype(np.int32),
         exp.astype(np.int32),
+        np.asarray(stripped, dtype=np.int32),
     )
 
 
