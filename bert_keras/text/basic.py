@@ -136,6 +136,8 @@ class BasicTokenizer(tf.Module):
             `decode("utf-8", "ignore")`).
         """
         texts = tf.convert_to_tensor(texts, dtype=tf.string)
+        if texts.shape.rank != 1:
+            raise ValueError(f"texts must be a string vector [B], got shape {texts.shape}")
         decoded = tf.strings.unicode_decode(
             texts, "UTF-8", errors="replace", replacement_char=0xFFFD
         )

@@ -213,6 +213,8 @@ class BertTokenizer(keras.layers.Layer):
     @staticmethod
     def _batch(texts):
         texts = tf.convert_to_tensor(texts, dtype=tf.string)
+        if texts.shape.rank not in (0, 1):
+            raise ValueError(f"texts must be a string scalar or vector [B], got shape {texts.shape}")
         return texts, texts.shape.rank == 0
 
     def tokenize(self, texts):
