@@ -136,9 +136,12 @@ class DenseTextPacker(tf.Module):
             in_b = (j >= end) & (j < end + keep_b)
             tokens = tf.where(in_b, self._take(values_b, start_b, j - end, in_b), tokens)
             tokens = tf.where(j == end + keep_b, self.sep_id, tokens)
-            segment = tf.cast((j >= end) & (j <= end + keep_b), tf.int32)
+            # 0/1 by integer clipping, not a cast of a boolean: the converter
+            # folds `cast(bool) < 0` (the embedding lookup's index check) into
+            # a boolean zeros_like that TFLite has no kernel for.
+            segment = tf.clip_by_value(j - end + 1, 0, 1) * tf.clip_by_value(end + keep_b - j + 1, 0, 1)
             end = end + keep_b + 1
-        mask = tf.cast(j < end, tf.int32)
+        mask = tf.clip_by_value(end - j, 0, 1)
         tokens = tf.where(mask > 0, tokens, self.pad_id)
         return {"token_ids": tokens, "segment_ids": segment, "padding_mask": mask}
 

@@ -1,0 +1,368 @@
+"""Export for deployment: SavedModel signatures, TFLite files, `bert-keras export` / `predict`.
+
+Most checks use a tiny model (2 layers, H=128) with the real uncased MiniLM
+vocabulary, saved as a fine-tuned folder would be.  The references are the
+in-process Keras model fed by the project's Google-exact tokenizer, and
+Google's own FullTokenizer (tf-models-official) for the in-TFLite tokenizer.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+import bert_keras as bk  # noqa: E402
+from bert_keras.checkpoints import load_checkpoint, save_checkpoint  # noqa: E402
+from bert_keras.errors import BertKerasError  # noqa: E402
+from bert_keras.export import (TFLiteModel, export_saved_model, export_tflite, load_predictor,  # noqa: E402
+                               tokenizer_exact_match)
+from bert_keras.text.tokenizer import BertTokenizer  # noqa: E402
+
+SEQ_LEN = 24
+SENTENCES = ["A gorgeous, witty and deeply moving film.", "the plot is a mess; the jokes fall flat",
+             "Don't miss it!", "Café déjà vu, naïve résumé."]
+ONE_MB = ("word " * 200_000).strip() + " tail"
+BAD_INPUTS = [b"", b"   \t\n ", ONE_MB.encode(), b"\xff\xfe bad \xc3\x28 utf8 \xe2\x82", b"ok \x00\x01 ctrl"]
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@pytest.fixture(scope="module")
+def vocab_path(minilm_dir):
+    return os.path.join(minilm_dir, "vocab.txt")
+
+
+def _save(folder, model, vocab_path, **metadata):
+    save_checkpoint(model, folder, vocab_path=vocab_path, lower_case=True,
+                    metadata={"max_seq_len": SEQ_LEN, "lower_case": True, **metadata})
+    return str(folder)
+
+
+def _encoder(seed=0):
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    return bk.BertEncoder(bk.BertConfig.preset("tiny", vocab_size=30522))
+
+
+def _sharpen(model, scale=20.0):
+    # A fresh head gives near-equal logits; scaled ones make labels and
+    # quantisation errors meaningful.
+    head = getattr(model, "classifier", None) or model.span_head
+    head.kernel.assign(head.kernel * scale)
+    return model
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("export")
+
+
+@pytest.fixture(scope="module")
+def clf_dir(workdir, vocab_path):
+    model = _sharpen(bk.BertClassifier(_encoder(), num_classes=2))
+    return _save(workdir / "clf", model, vocab_path, task="classification", labels=["negative", "positive"])
+
+
+@pytest.fixture(scope="module")
+def keras_clf(clf_dir):
+    return load_checkpoint(clf_dir, task="classification"), BertTokenizer.from_vocab(
+        os.path.join(clf_dir, "vocab.txt"), lower_case=True)
+
+
+def _keras_logits(keras_model, texts, pairs=None):
+    model, tok = keras_model
+    feats = tok(tf.constant(texts), pairs=None if pairs is None else tf.constant(pairs), seq_len=SEQ_LEN)
+    return np.asarray(model(feats, training=False)), feats
+
+
+@pytest.fixture(scope="module")
+def saved_model(clf_dir, workdir):
+    return export_saved_model(clf_dir, str(workdir / "sm" / "1"))
+
+
+@pytest.fixture(scope="module")
+def tflite_f32(clf_dir, workdir):
+    return export_tflite(clf_dir, str(workdir / "tflite"))
+
+
+def _run_fresh(script, model_path, data, tmp_path):
+    """Runs a python script in a fresh interpreter (argv: model path, JSON data file); returns its JSON stdout."""
+    data_file = tmp_path / "data.json"
+    data_file.write_text(json.dumps(data))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH="")
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(script), str(model_path), str(data_file)],
+                          capture_output=True,
+                          text=True, timeout=300, env=env, cwd="/")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+TEXT_CLIENT = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  the only non-TF import a client needs
+texts = [bytes.fromhex(h) for h in json.load(open(sys.argv[2]))]
+fn = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+out = fn(text=tf.constant(texts))
+print(json.dumps({"logits": out["logits"].numpy().tolist(), "label": [x.decode() for x in out["label"].numpy()],
+                  "probabilities": out["probabilities"].numpy().tolist(),
+                  "project_imported": any(m.startswith("bert_keras") for m in sys.modules)}))
+"""
+
+
+def test_text_signature_in_a_fresh_process_matches_the_keras_model(saved_model, keras_clf, tmp_path):
+    texts = [s.encode() for s in SENTENCES] + BAD_INPUTS
+    got = _run_fresh(TEXT_CLIENT, saved_model, [t.hex() for t in texts], tmp_path)
+    assert not got["project_imported"]
+    want, _ = _keras_logits(keras_clf, texts)
+    np.testing.assert_allclose(got["logits"], want, atol=1e-5, rtol=0)
+    assert got["label"] == [["negative", "positive"][i] for i in want.argmax(-1)]
+    np.testing.assert_allclose(np.sum(got["probabilities"], -1), 1.0, atol=1e-6)
+
+
+IDS_CLIENT = """
+import json, sys
+import tensorflow as tf
+ids = json.load(open(sys.argv[2]))
+fn = tf.saved_model.load(sys.argv[1]).signatures["serve_ids"]
+out = fn(**{k: tf.constant(v, tf.int32) for k, v in ids.items()})
+print(json.dumps({"logits": out["logits"].numpy().tolist(), "inputs": sorted(fn.structured_input_signature[1]),
+                  "tensorflow_text_imported": "tensorflow_text" in sys.modules}))
+"""
+
+
+def test_ids_signature_runs_without_tensorflow_text(saved_model, keras_clf, tmp_path):
+    want, feats = _keras_logits(keras_clf, SENTENCES)
+    ids = {k: v.numpy().tolist() for k, v in feats.items()}
+    got = _run_fresh(IDS_CLIENT, os.path.join(saved_model, "ids_only"), ids, tmp_path)
+    assert not got["tensorflow_text_imported"]
+    assert got["inputs"] == ["padding_mask", "segment_ids", "token_ids"]
+    np.testing.assert_allclose(got["logits"], want, atol=1e-5, rtol=0)
+    # the full SavedModel's serve_ids gives the same numbers (any sequence length)
+    full = tf.saved_model.load(saved_model).signatures["serve_ids"]
+    short = {k: tf.constant(v)[:, :12] for k, v in ids.items()}
+    np.testing.assert_allclose(full(**short)["logits"].numpy(),
+                               np.asarray(keras_clf[0](short, training=False)), atol=1e-5)
+
+
+def test_vocab_asset_spec_and_saved_model_cli(saved_model, clf_dir):
+    with open(os.path.join(saved_model, "assets", "vocab.txt"), "rb") as a, \
+            open(os.path.join(clf_dir, "vocab.txt"), "rb") as b:
+        assert a.read() == b.read()
+    with open(os.path.join(saved_model, "assets.extra", "bert_keras_export.json")) as f:
+        spec = json.load(f)
+    assert spec["labels"] == ["negative", "positive"] and spec["max_seq_len"] == SEQ_LEN
+    assert spec["inputs"] == ["text"] and spec["outputs"] == ["logits", "probabilities", "label"]
+    cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+    show = subprocess.run([cli, "show", "--dir", saved_model, "--all"], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert show.returncode == 0, show.stderr[-2000:]
+    for needle in ("signature_def['serving_default']", "signature_def['serve_ids']", "inputs['text']",
+                   "inputs['token_ids']", "outputs['label']", "DT_STRING"):
+        assert needle in show.stdout
+    run = subprocess.run([cli, "run", "--dir", os.path.join(saved_model, "ids_only"), "--tag_set", "serve",
+                          "--signature_def", "serve_ids", "--input_exprs",
+                          "token_ids=[[101,7592,102]];segment_ids=[[0,0,0]];padding_mask=[[1,1,1]]"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "logits" in run.stdout and "probabilities" in run.stdout
+
+
+def test_tflite_float32_files_match_keras(tflite_f32, keras_clf):
+    want, feats = _keras_logits(keras_clf, SENTENCES)
+    ids = TFLiteModel(tflite_f32["ids"])
+    assert not ids.is_text
+    got = ids(**{k: v.numpy() for k, v in feats.items()})
+    np.testing.assert_allclose(got["logits"], want, atol=1e-4, rtol=0)
+    np.testing.assert_array_equal(got["label_id"], want.argmax(-1))
+    text = TFLiteModel(tflite_f32["text"])
+    assert text.is_text
+    got = text(text=np.array(SENTENCES, dtype=object))
+    np.testing.assert_allclose(got["logits"], want, atol=1e-4, rtol=0)
+
+
+def test_tflite_ids_file_uses_builtin_ops_only(tflite_f32):
+    from ai_edge_litert.interpreter import Interpreter
+
+    # a stock interpreter (no custom ops registered) loads and allocates it
+    interp = Interpreter(model_path=tflite_f32["ids"])
+    interp.allocate_tensors()
+    with open(tflite_f32["text"], "rb") as f:
+        content = f.read()
+    assert b"FastWordpieceTokenize" in content and b"FlexDelegate" not in content
+
+
+def test_bad_input_to_the_tflite_text_model_gives_valid_outputs(tflite_f32):
+    text = TFLiteModel(tflite_f32["text"])
+    got = text(text=np.array(BAD_INPUTS, dtype=object))
+    assert got["logits"].shape == (len(BAD_INPUTS), 2) and np.isfinite(got["logits"]).all()
+
+
+def test_in_tflite_tokenizer_agreement_with_google_on_the_corpus(vocab_path):
+    with open(os.path.join(HERE, "data", "tokenizer_corpus.txt"), encoding="utf-8") as f:
+        lines = [line.rstrip("\n") for line in f if line.strip() and not line.startswith("#")]
+    result = tokenizer_exact_match(vocab_path, True, lines, seq_len=128)
+    print(f"in-TFLite tokenizer exact match vs Google FullTokenizer: {result['exact']}/{result['lines']} "
+          f"= {result['rate']:.1f}%")
+    # plain English agrees fully; the rate over the whole multilingual corpus is measured (README)
+    english = [ln for ln in lines if ln.isascii() and not any(ord(c) < 32 for c in ln)][:40]
+    assert tokenizer_exact_match(vocab_path, True, english, seq_len=128)["rate"] == 100.0
+    assert result["rate"] >= 80.0
+
+
+def test_quantized_tflite_files_are_smaller_and_close(clf_dir, workdir, keras_clf, tflite_f32):
+    want, feats = _keras_logits(keras_clf, SENTENCES)
+    inputs = {k: v.numpy() for k, v in feats.items()}
+    out = workdir / "tflite_q"
+    f32_mb = os.path.getsize(tflite_f32["ids"])
+    sizes = {}
+    for q in ("float16", "dynamic", "int8"):
+        calib = SENTENCES * 5 if q == "int8" else None
+        paths = export_tflite(clf_dir, str(out), quantize=q, calibration_texts=calib, text_model=(q == "dynamic"))
+        assert os.path.basename(paths["ids"]) == f"model_{q}.tflite"
+        sizes[q] = os.path.getsize(paths["ids"])
+        got = TFLiteModel(paths["ids"])(**inputs)
+        assert np.isfinite(got["logits"]).all()
+        tol = {"float16": 0.02, "dynamic": 0.3, "int8": 0.6}[q]
+        assert np.abs(got["probabilities"] - _softmax(want)).max() < tol, q
+        if paths["text"]:
+            text = TFLiteModel(paths["text"])(text=np.array(SENTENCES, dtype=object))
+            np.testing.assert_allclose(text["logits"], got["logits"], atol=1e-3)
+    assert sizes["float16"] < 0.6 * f32_mb and sizes["dynamic"] < 0.35 * f32_mb and sizes["int8"] < 0.35 * f32_mb
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def test_int8_needs_calibration_text(clf_dir, workdir):
+    with pytest.raises(BertKerasError, match="calibration_texts"):
+        export_tflite(clf_dir, str(workdir / "x"), quantize="int8")
+
+
+# --------------------------------------------------------------------------- every task family
+def _families(vocab_path, root):
+    enc = _encoder
+    return {
+        "pair_classification": (_save(root / "pair", _sharpen(bk.BertClassifier(enc(1), num_classes=3)), vocab_path,
+                                      task="classification", labels=["entailment", "neutral", "contradiction"],
+                                      pair=True), "classification"),
+        "regression": (_save(root / "reg", bk.BertClassifier(enc(2), num_classes=1), vocab_path, task="regression",
+                             labels=None), "classification"),
+        "ner": (_save(root / "ner", bk.BertTokenClassifier(enc(3), num_classes=3), vocab_path, task="ner",
+                      labels=["O", "B-PER", "I-PER"]), "token_classification"),
+        "span": (_save(root / "span", _sharpen(bk.BertSpanLabeler(enc(4))), vocab_path, task="squad"), "span"),
+        "multiple_choice": (_save(root / "mc", bk.BertMultipleChoice(enc(5)), vocab_path, task="multiple-choice"),
+                            "multiple_choice"),
+    }
+
+
+def test_every_task_family_exports_to_saved_model_and_tflite(vocab_path, workdir):
+    tok = BertTokenizer.from_vocab(vocab_path, lower_case=True)
+    a = ["Who wrote the book?", "It rains.", "The cat sat."]
+    b = ["The book was written by Jane Austen in 1813.", "The ground is wet.", "A dog barked loudly."]
+    endings = [["x y", "no", "maybe so"], ["it is wet", "dry", "sunny"], ["on a mat", "in a hat", "away"]]
+    for name, (folder, task) in _families(vocab_path, workdir).items():
+        model = load_checkpoint(folder, task=task)
+        sm = tf.saved_model.load(export_saved_model(folder, str(workdir / f"sm_{name}"), ids_only_copy=False))
+        serve = sm.signatures["serving_default"]
+        lite_paths = export_tflite(folder, str(workdir / f"tfl_{name}"), num_choices=3)
+        lite = TFLiteModel(lite_paths["text"])
+        if name == "multiple_choice":
+            flat = tok([x for x in a for _ in range(3)], pairs=[e for row in endings for e in row], seq_len=SEQ_LEN)
+            feats = {k: tf.reshape(v, [3, 3, SEQ_LEN]) for k, v in flat.items()}
+            got = serve(text=tf.constant(a), text_b=tf.constant(endings))
+            got_lite = lite(text=np.array(a, dtype=object), text_b=np.array(endings, dtype=object))
+        elif name in ("regression", "ner"):
+            feats = tok(a, seq_len=SEQ_LEN)
+            got = serve(text=tf.constant(a))
+            got_lite = lite(text=np.array(a, dtype=object))
+        else:
+            feats = tok(a, pairs=b, seq_len=SEQ_LEN)
+            got = serve(text=tf.constant(a), text_b=tf.constant(b))
+            got_lite = lite(text=np.array(a, dtype=object), text_b=np.array(b, dtype=object))
+        want = model(feats, training=False)
+        if name == "span":
+            for key in ("start_logits", "end_logits"):
+                np.testing.assert_allclose(got[key].numpy(), np.asarray(want[key]), atol=1e-5)
+                np.testing.assert_allclose(got_lite[key], np.asarray(want[key]), atol=1e-4)
+            np.testing.assert_array_equal(got["token_ids"].numpy(), feats["token_ids"].numpy())
+            np.testing.assert_array_equal(got_lite["token_ids"], feats["token_ids"].numpy())
+            np.testing.assert_array_equal(got_lite["padding_mask"], feats["padding_mask"].numpy())
+            continue
+        want = np.asarray(want)
+        np.testing.assert_allclose(got["logits"].numpy(), want, atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(got_lite["logits"], want, atol=1e-4, err_msg=name)
+        if name == "regression":
+            np.testing.assert_allclose(got["score"].numpy(), want[:, 0], atol=1e-5)
+        elif name == "multiple_choice":
+            np.testing.assert_array_equal(got["choice"].numpy(), want.argmax(-1))
+        elif name == "ner":
+            labels = np.array(["O", "B-PER", "I-PER"])[want.argmax(-1)]
+            assert [[x.decode() for x in row] for row in got["label"].numpy()] == labels.tolist()
+            np.testing.assert_array_equal(got["padding_mask"].numpy(),
+                                          feats["padding_mask"].numpy())
+        else:
+            names = np.array(["entailment", "neutral", "contradiction"])[want.argmax(-1)]
+            assert [x.decode() for x in got["label"].numpy()] == names.tolist()
+
+
+# --------------------------------------------------------------------------- command line
+def _cli(*args, stdin=None):
+    proc = subprocess.run([sys.executable, "-m", "bert_keras", *map(str, args)], capture_output=True, text=True,
+                          input=stdin, timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+    return proc
+
+
+def test_cli_predict_on_saved_model_tflite_and_folder_agree(saved_model, tflite_f32, clf_dir, keras_clf, tmp_path):
+    want, _ = _keras_logits(keras_clf, SENTENCES[:2])
+    (tmp_path / "in.txt").write_text("\n".join(SENTENCES[:2]) + "\n", encoding="utf-8")
+    results = {}
+    for source in (saved_model, tflite_f32["text"], clf_dir):
+        proc = _cli("predict", "--model", source, "--input", tmp_path / "in.txt")
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        records = [json.loads(line) for line in proc.stdout.splitlines()]
+        assert [r["text"] for r in records] == SENTENCES[:2]
+        results[source] = np.array([[r["probabilities"]["negative"], r["probabilities"]["positive"]]
+                                    for r in records])
+        assert [r["label"] for r in records] == [["negative", "positive"][i] for i in want.argmax(-1)]
+    for probs in results.values():
+        np.testing.assert_allclose(probs, _softmax(want), atol=1e-4)
+
+
+def test_cli_export_tflite_and_predict_from_stdin(clf_dir, tmp_path):
+    proc = _cli("export", "--model-dir", clf_dir, "--out", tmp_path / "t", "--format", "tflite",
+                "--quantize", "dynamic")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "t" / "model_dynamic.tflite").exists() and (tmp_path / "t" / "vocab.txt").exists()
+    proc = _cli("predict", "--model", tmp_path / "t" / "model_text_dynamic.tflite", stdin="good\n\nbad film\n")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert [json.loads(x)["text"] for x in proc.stdout.splitlines()] == ["good", "bad film"]
+
+
+@pytest.mark.parametrize("args,message", [
+    (("export", "--model-dir", "/no/such/dir", "--out", "/tmp/x"), "/no/such/dir: no such model folder"),
+    (("predict", "--model", "/no/such/model", "hi"), "/no/such/model: not a SavedModel folder"),
+])
+def test_cli_bad_input_is_one_line(args, message):
+    proc = _cli(*args)
+    assert proc.returncode == 1
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_predict_pair_model_needs_text_b(workdir, vocab_path):
+    folder = _save(workdir / "pair_only", bk.BertClassifier(_encoder(7), num_classes=2), vocab_path,
+                   task="classification", labels=["no", "yes"], pair=True)
+    predictor = load_predictor(folder)
+    with pytest.raises(BertKerasError, match="text_b"):
+        list(predictor.predict(["a"]))
+    (record,) = predictor.predict(["a question"], ["a passage"])
+    assert record["label"] in ("no", "yes") and record["text_b"] == "a passage"
