@@ -111,20 +111,20 @@ def load(out):
 # --------------------------------------------------------------------------- resume
 @pytest.fixture(scope="module")
 def resume_runs(corpus, tmp_path_factory):
-    """An uninterrupted run, the same run killed with SIGKILL after step 7 (last
-    checkpoint: 6), its rerun, and a third run of the finished directory.
+    """An uninterrupted run and, at the same time, the same run killed with SIGKILL
+    after step 7 (last checkpoint: 6); then the killed run's rerun.
     Dropout is on (its random state must be restored too); phase 2 runs at 512."""
     tmp = tmp_path_factory.mktemp("resume")
     config = run_config(corpus, tmp / "straight", model={"dropout": 0.1, "attention_dropout": 0.1},
                         phase1_steps=10, phase2_steps=2, phase2_seq_len=512, phase2_max_predictions=80,
                         phase2_batch_size=2, log_every=1, checkpoint_every=3, eval_batches=1,
                         eval_files=corpus[0])
-    straight = run_worker(tmp, config, tmp / "straight.npz")
-    config["model_dir"] = str(tmp / "killed")
-    killed = run_worker(tmp, config, tmp / "killed.npz", env={"KILL_AFTER_STEPS": "7"})
-    resumed = run_worker(tmp, config, tmp / "resumed.npz")
-    finished = run_worker(tmp, config, tmp / "finished.npz")
-    return dict(tmp=tmp, config=config, straight=straight, killed=killed, resumed=resumed, finished=finished)
+    killed_config = dict(config, model_dir=str(tmp / "killed"))
+    procs = [run_worker(tmp, config, tmp / "straight.npz", wait=False),
+             run_worker(tmp, killed_config, tmp / "killed.npz", env={"KILL_AFTER_STEPS": "7"}, wait=False)]
+    straight, killed = [(p.communicate(timeout=240)[0], p.returncode)[::-1] for p in procs]
+    resumed = run_worker(tmp, killed_config, tmp / "resumed.npz")
+    return dict(tmp=tmp, config=killed_config, straight=straight, killed=killed, resumed=resumed)
 
 
 def test_kill_9_mid_training_then_rerun_resumes_and_ends_with_the_uninterrupted_weights(resume_runs):
@@ -146,13 +146,16 @@ def test_kill_9_mid_training_then_rerun_resumes_and_ends_with_the_uninterrupted_
     np.testing.assert_allclose([x["loss"] for x in lines], [x["loss"] for x in reference], rtol=1e-5)
 
 
-def test_finished_run_exits_without_training_and_final_model_loads(resume_runs):
-    r = resume_runs
-    assert r["finished"][0] == 0, r["finished"][1][-3000:]
-    assert "already finished at step 12" in r["finished"][1]
-    _, info = load(r["tmp"] / "finished.npz")
-    assert info["trained_steps"] == 0 and info["step"] == 12
+def test_finished_run_exits_without_training_and_final_model_loads(resume_runs, capsys):
     import bert_keras as bk
+    from bert_keras.training.pretrain import PretrainConfig, pretrain
+
+    r = resume_runs
+    assert r["resumed"][0] == 0, r["resumed"][1][-3000:]
+    result = pretrain(PretrainConfig.from_dict(r["config"]))  # the same command a third time
+    assert "already finished at step 12" in capsys.readouterr().out
+    assert result["trained_steps"] == 0 and result["step"] == 12
+    assert set(result["eval"]) == {"phase1", "phase2"}
 
     final = r["tmp"] / "killed" / "final"
     encoder = bk.load_checkpoint(str(final))
@@ -161,6 +164,8 @@ def test_finished_run_exits_without_training_and_final_model_loads(resume_runs):
     resumed, _ = load(r["tmp"] / "resumed.npz")
     np.testing.assert_array_equal(encoder.embeddings.token_embedding.embeddings.numpy(),
                                   resumed["embeddings/token_embedding/embeddings"])
+    with_heads = bk.load_checkpoint(str(final), task="pretraining")
+    np.testing.assert_array_equal(with_heads.nsp_head.kernel.numpy(), resumed["nsp_head/kernel"])
 
 
 def test_phase_2_runs_at_512_with_80_predictions(resume_runs):
@@ -362,6 +367,39 @@ def test_non_finite_loss_stops_with_a_clear_message_and_keeps_the_last_good_chec
     assert sorted(os.listdir(tmp_path / "nan" / "checkpoints")) == [
         "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index"]
     assert not os.path.exists(tmp_path / "nan" / "final")
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp16"])
+def test_mixed_precision_runs_train_with_float32_weights(corpus, tmp_path, precision):
+    import keras
+
+    from bert_keras.training import pretrain as P
+
+    models = []
+    original = P.build_pretrainer
+
+    def build(*args, **kwargs):
+        models.append(original(*args, **kwargs))
+        return models[-1]
+
+    P.build_pretrainer = build
+    try:
+        result = P.pretrain(P.PretrainConfig.from_dict(run_config(
+            corpus, tmp_path / precision, mixed_precision=precision, phase1_steps=2, log_every=1)))
+    finally:
+        P.build_pretrainer = original
+    model = models[0]
+    assert model.encoder.dtype_policy.name == {"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}[precision]
+    assert all(v.dtype == "float32" for v in model.trainable_variables)
+    assert result["step"] == 2 and np.isfinite(result["last_log"]["loss"])
+    lines = [json.loads(x) for x in open(tmp_path / precision / "metrics.jsonl")]
+    assert [x["step"] for x in lines] == [1, 2]
+    if precision == "fp16":  # dynamic loss scaling
+        ckpt = tmp_path / precision / "checkpoints"
+        import tensorflow as tf
+
+        names = [n for n, _ in tf.train.list_variables(str(ckpt))]
+        assert any("dynamic_scale" in n or "loss_scale" in n for n in names), names[:20]
 
 
 def test_keras_fit_path_trains_the_pretrainer_with_the_same_optimizer(corpus):
