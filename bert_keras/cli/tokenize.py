@@ -47,29 +47,23 @@ def run(args) -> int:
         raise BertKerasError(f"--batch-size must be >= 1, got {args.batch_size}")
     if args.max_chars_per_word < 1:
         raise BertKerasError(f"--max-chars-per-word must be >= 1, got {args.max_chars_per_word}")
-    import numpy as np
     import tensorflow as tf
 
     from bert_keras.text.tokenizer import BertTokenizer
 
     tok = BertTokenizer.from_vocab(args.vocab, lower_case=not args.cased, max_chars_per_word=args.max_chars_per_word)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-    def ids_fn(lines):
-        ids = tok.tokenize(lines)
-        return ids.flat_values, ids.row_lengths()
+    vocab = tf.constant(tok.vocab)
 
-    vocab = np.array(tok.vocab, dtype=object)
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def lines_fn(lines):
+        ids = tok.tokenize(lines)
+        items = tf.gather(vocab, ids) if args.tokens else tf.strings.as_string(ids)
+        return tf.strings.reduce_join(items, axis=-1, separator=" ")
+
     out = sys.stdout.buffer
     for batch in _batches(sys.stdin.buffer, args.batch_size):
-        values, lengths = ids_fn(tf.constant(batch, dtype=tf.string))
-        values = values.numpy()
-        items = vocab[values] if args.tokens else values.astype(str)
-        start = 0
-        lines = []
-        for n in lengths.numpy():
-            lines.append(" ".join(items[start : start + n]))
-            start += n
-        out.write(("\n".join(lines) + "\n").encode("utf-8"))
+        joined = lines_fn(tf.constant(batch, dtype=tf.string)).numpy()
+        out.write(b"\n".join(joined) + b"\n")
     out.flush()
     return 0
