@@ -250,7 +250,13 @@ def test_int8_needs_calibration_text(clf_dir, workdir):
 
 # --------------------------------------------------------------------------- every task family
 def _families(vocab_path, root):
-    enc = _encoder
+    def enc(seed):
+        # one layer is enough to check the signatures; keeps five exports fast
+        import keras
+
+        keras.utils.set_random_seed(seed)
+        return bk.BertEncoder(bk.BertConfig.preset("tiny", vocab_size=30522, num_layers=1))
+
     return {
         "pair_classification": (_save(root / "pair", _sharpen(bk.BertClassifier(enc(1), num_classes=3)), vocab_path,
                                       task="classification", labels=["entailment", "neutral", "contradiction"],
@@ -274,7 +280,7 @@ def test_every_task_family_exports_to_saved_model_and_tflite(vocab_path, workdir
         model = load_checkpoint(folder, task=task)
         sm = tf.saved_model.load(export_saved_model(folder, str(workdir / f"sm_{name}"), ids_only_copy=False))
         serve = sm.signatures["serving_default"]
-        lite_paths = export_tflite(folder, str(workdir / f"tfl_{name}"), num_choices=3)
+        lite_paths = export_tflite(folder, str(workdir / f"tfl_{name}"), num_choices=3, ids_model=False)
         lite = TFLiteModel(lite_paths["text"])
         if name == "multiple_choice":
             flat = tok([x for x in a for _ in range(3)], pairs=[e for row in endings for e in row], seq_len=SEQ_LEN)
@@ -316,46 +322,53 @@ def test_every_task_family_exports_to_saved_model_and_tflite(vocab_path, workdir
 
 
 # --------------------------------------------------------------------------- command line
-def _cli(*args, stdin=None):
-    proc = subprocess.run([sys.executable, "-m", "bert_keras", *map(str, args)], capture_output=True, text=True,
-                          input=stdin, timeout=600, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-    return proc
+def _cli(capsys, monkeypatch, *args, stdin=None):
+    """`bert-keras ARGS` in process (the dispatcher users run): (exit status, stdout, stderr)."""
+    import io
+
+    from bert_keras.cli import main
+
+    capsys.readouterr()
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
-def test_cli_predict_on_saved_model_tflite_and_folder_agree(saved_model, tflite_f32, clf_dir, keras_clf, tmp_path):
+def test_cli_predict_on_saved_model_tflite_and_folder_agree(saved_model, tflite_f32, clf_dir, keras_clf, tmp_path,
+                                                            capsys, monkeypatch):
     want, _ = _keras_logits(keras_clf, SENTENCES[:2])
     (tmp_path / "in.txt").write_text("\n".join(SENTENCES[:2]) + "\n", encoding="utf-8")
-    results = {}
     for source in (saved_model, tflite_f32["text"], clf_dir):
-        proc = _cli("predict", "--model", source, "--input", tmp_path / "in.txt")
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        records = [json.loads(line) for line in proc.stdout.splitlines()]
+        code, out, err = _cli(capsys, monkeypatch, "predict", "--model", source, "--input", tmp_path / "in.txt")
+        assert code == 0, err
+        records = [json.loads(line) for line in out.splitlines()]
         assert [r["text"] for r in records] == SENTENCES[:2]
-        results[source] = np.array([[r["probabilities"]["negative"], r["probabilities"]["positive"]]
-                                    for r in records])
+        probs = np.array([[r["probabilities"]["negative"], r["probabilities"]["positive"]] for r in records])
+        np.testing.assert_allclose(probs, _softmax(want), atol=1e-4, err_msg=str(source))
         assert [r["label"] for r in records] == [["negative", "positive"][i] for i in want.argmax(-1)]
-    for probs in results.values():
-        np.testing.assert_allclose(probs, _softmax(want), atol=1e-4)
 
 
-def test_cli_export_tflite_and_predict_from_stdin(clf_dir, tmp_path):
-    proc = _cli("export", "--model-dir", clf_dir, "--out", tmp_path / "t", "--format", "tflite",
-                "--quantize", "dynamic")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert (tmp_path / "t" / "model_dynamic.tflite").exists() and (tmp_path / "t" / "vocab.txt").exists()
-    proc = _cli("predict", "--model", tmp_path / "t" / "model_text_dynamic.tflite", stdin="good\n\nbad film\n")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert [json.loads(x)["text"] for x in proc.stdout.splitlines()] == ["good", "bad film"]
+def test_cli_export_saved_model_and_predict_from_stdin(clf_dir, tmp_path, capsys, monkeypatch):
+    code, out, err = _cli(capsys, monkeypatch, "export", "--model-dir", clf_dir, "--out", tmp_path / "m" / "1",
+                          "--no-ids-only-copy", "--max-seq-len", "16")
+    assert code == 0, err
+    assert json.loads(out.splitlines()[-1])["signatures"] == ["serving_default", "serve_ids"]
+    code, out, err = _cli(capsys, monkeypatch, "predict", "--model", tmp_path / "m" / "1", stdin="good\n\nbad film\n")
+    assert code == 0, err
+    assert [json.loads(x)["text"] for x in out.splitlines()] == ["good", "bad film"]
 
 
 @pytest.mark.parametrize("args,message", [
     (("export", "--model-dir", "/no/such/dir", "--out", "/tmp/x"), "/no/such/dir: no such model folder"),
     (("predict", "--model", "/no/such/model", "hi"), "/no/such/model: not a SavedModel folder"),
+    (("export", "--model-dir", ".", "--out", "/tmp/x", "--quantize", "int8"), "--quantize applies to --format tflite"),
 ])
-def test_cli_bad_input_is_one_line(args, message):
-    proc = _cli(*args)
-    assert proc.returncode == 1
-    assert message in proc.stderr and "Traceback" not in proc.stderr
+def test_cli_bad_input_is_one_line(args, message, capsys, monkeypatch):
+    code, _, err = _cli(capsys, monkeypatch, *args)
+    assert code == 1
+    assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 def test_predict_pair_model_needs_text_b(workdir, vocab_path):

@@ -186,7 +186,7 @@ def _convert(conv, what):
 
 
 def export_tflite(model_dir, out_dir, quantize="none", max_seq_len=None, calibration_texts=None, pair=None,
-                  text_model=True, suffix=None, num_choices=None) -> dict:
+                  text_model=True, suffix=None, num_choices=None, ids_model=True) -> dict:
     """Exports `model.tflite` (ids) and `model_text.tflite` (tokenizer inside).
 
     Args:
@@ -200,14 +200,15 @@ def export_tflite(model_dir, out_dir, quantize="none", max_seq_len=None, calibra
       calibration_texts: strings (or (text, text_b) pairs) for int8
         calibration; a few hundred real sentences of the task's kind.
       pair: second text input (default from the folder).
-      text_model: also write the text model.
+      text_model: write the text model.
+      ids_model: write the ids model.
       suffix: file name suffix, e.g. "_int8" -> model_int8.tflite (default:
         none for float32, "_<quantize>" otherwise).
       num_choices: multiple choice only: fixed K of the TFLite inputs
         (default 4).
 
     Returns:
-      {"ids": path, "text": path or None, "spec": json path, "quantize": ...}.
+      {"ids": path or None, "text": path or None, "spec": json path, "quantize": ...}.
     """
     if quantize not in QUANTIZE:
         raise BertKerasError(f"quantize={quantize!r}; choose one of {', '.join(QUANTIZE)}")
@@ -221,12 +222,12 @@ def export_tflite(model_dir, out_dir, quantize="none", max_seq_len=None, calibra
     os.makedirs(out_dir, exist_ok=True)
     shape = [None, k, L] if mc else [None, L]
     with tempfile.TemporaryDirectory(prefix="bert-keras-tflite-") as workdir:
-        return _export_files(model, spec, out_dir, quantize, calibration_texts, text_model, suffix, mc, k, L,
-                             shape, workdir)
+        return _export_files(model, spec, out_dir, quantize, calibration_texts, text_model, ids_model, suffix, mc,
+                             k, L, shape, workdir)
 
 
-def _export_files(model, spec, out_dir, quantize, calibration_texts, text_model, suffix, mc, k, L, shape,
-                  workdir):
+def _export_files(model, spec, out_dir, quantize, calibration_texts, text_model, ids_model, suffix, mc, k, L,
+                  shape, workdir):
 
     def run(feats):
         return heads.named_outputs(spec, model(feats, training=False), with_labels=False)
@@ -234,15 +235,17 @@ def _export_files(model, spec, out_dir, quantize, calibration_texts, text_model,
     def serve_ids(token_ids, segment_ids, padding_mask):
         return run({"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask})
 
-    representative = None
-    if quantize == "int8":
-        representative = _representative_ids(spec, calibration_texts, mc, k)
-    ids_sig = [tf.TensorSpec(shape, tf.int32, name=n) for n in INPUT_NAMES]
-    conv = _converter(serve_ids, ids_sig, workdir)
-    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
-    _quantize(conv, quantize, representative)
-    ids_path = os.path.join(out_dir, IDS_FILE.replace(".tflite", f"{suffix}.tflite"))
-    _write(ids_path, _convert(conv, f"{spec.source} (ids model)"))
+    ids_path = None
+    if ids_model:
+        representative = None
+        if quantize == "int8":
+            representative = _representative_ids(spec, calibration_texts, mc, k)
+        ids_sig = [tf.TensorSpec(shape, tf.int32, name=n) for n in INPUT_NAMES]
+        conv = _converter(serve_ids, ids_sig, workdir)
+        conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
+        _quantize(conv, quantize, representative)
+        ids_path = os.path.join(out_dir, IDS_FILE.replace(".tflite", f"{suffix}.tflite"))
+        _write(ids_path, _convert(conv, f"{spec.source} (ids model)"))
 
     text_path = None
     if text_model:
