@@ -32,12 +32,13 @@ def demo_export(best_dir, out_dir, sentences) -> dict:
 
     sentences = [str(s) for s in sentences]
     model, spec = resolve(best_dir)
-    sm_dir = export_saved_model(model, os.path.join(out_dir, "saved_model"), max_seq_len=spec.max_seq_len,
-                                vocab_path=spec.vocab_path, lower_case=spec.lower_case, labels=spec.labels or None,
-                                pair=spec.pair)
+    # the folder's facts, so the in-memory model is exported without reloading it
+    same = dict(max_seq_len=spec.max_seq_len, pair=spec.pair, vocab_path=spec.vocab_path,
+                lower_case=spec.lower_case, labels=spec.labels or None)
+    sm_dir = export_saved_model(model, os.path.join(out_dir, "saved_model"), **same)
     tfl_dir = os.path.join(out_dir, "tflite")
-    f32 = export_tflite(best_dir, tfl_dir, quantize="none")
-    f16 = export_tflite(best_dir, tfl_dir, quantize="float16", text_model=False)
+    f32 = export_tflite(model, tfl_dir, quantize="none", **same)
+    f16 = export_tflite(model, tfl_dir, quantize="float16", text_model=False, **same)
 
     tokenizer = BertTokenizer.from_vocab(spec.vocab_path, lower_case=spec.lower_case)
     feats = tokenizer(sentences, seq_len=spec.max_seq_len)

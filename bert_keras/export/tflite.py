@@ -186,7 +186,8 @@ def _convert(conv, what):
 
 
 def export_tflite(model_dir, out_dir, quantize="none", max_seq_len=None, calibration_texts=None, pair=None,
-                  text_model=True, suffix=None, num_choices=None, ids_model=True) -> dict:
+                  text_model=True, suffix=None, num_choices=None, ids_model=True, vocab_path=None,
+                  lower_case=None, labels=None) -> dict:
     """Exports `model.tflite` (ids) and `model_text.tflite` (tokenizer inside).
 
     Args:
@@ -206,6 +207,8 @@ def export_tflite(model_dir, out_dir, quantize="none", max_seq_len=None, calibra
         none for float32, "_<quantize>" otherwise).
       num_choices: multiple choice only: fixed K of the TFLite inputs
         (default 4).
+      vocab_path, lower_case, labels: override what the folder records
+        (needed for an in-memory model without a folder).
 
     Returns:
       {"ids": path or None, "text": path or None, "spec": json path, "quantize": ...}.
@@ -214,7 +217,8 @@ def export_tflite(model_dir, out_dir, quantize="none", max_seq_len=None, calibra
         raise BertKerasError(f"quantize={quantize!r}; choose one of {', '.join(QUANTIZE)}")
     if quantize == "int8" and not calibration_texts:
         raise BertKerasError("quantize='int8' needs calibration_texts (real sentences of the task's kind)")
-    model, spec = resolve(model_dir, max_seq_len=max_seq_len, pair=pair)
+    model, spec = resolve(model_dir, max_seq_len=max_seq_len, pair=pair, vocab_path=vocab_path,
+                          lower_case=lower_case, labels=labels)
     L = spec.max_seq_len
     mc = spec.task == "multiple_choice"
     k = int(num_choices or 4)
