@@ -32,8 +32,27 @@ class _TaskModel(keras.Model):
         return cls(_deserialize_encoder(config), **config)
 
 
+class _DenseHeadModel(_TaskModel):
+    """Dropout + a dense head on one of the encoder's outputs (``_features``)."""
+
+    _features = "pooled_output"
+
+    def __init__(self, encoder: BertEncoder, num_classes, dropout=None, **kwargs):
+        self.encoder = encoder
+        self.num_classes = num_classes
+        self.dropout_rate = encoder.config.dropout if dropout is None else dropout
+        self.dropout = keras.layers.Dropout(self.dropout_rate)
+        self.classifier = _head(num_classes, encoder, "classifier")
+        inputs = encoder_inputs()
+        features = encoder(inputs)[self._features]
+        super().__init__(inputs=inputs, outputs=self.classifier(self.dropout(features)), **kwargs)
+
+    def _head_config(self):
+        return {"num_classes": self.num_classes, "dropout": self.dropout_rate}
+
+
 @keras.saving.register_keras_serializable(package="bert_keras")
-class BertClassifier(_TaskModel):
+class BertClassifier(_DenseHeadModel):
     """Sequence(-pair) classification or regression on the pooled [CLS] output.
 
     Inputs: the encoder's dict of int32 [B, L].  Output: float32 logits [B, C];
@@ -45,35 +64,17 @@ class BertClassifier(_TaskModel):
     """
 
     def __init__(self, encoder: BertEncoder, num_classes=2, dropout=None, **kwargs):
-        self.encoder = encoder
-        self.num_classes = num_classes
-        self.dropout_rate = encoder.config.dropout if dropout is None else dropout
-        self.dropout = keras.layers.Dropout(self.dropout_rate)
-        self.classifier = _head(num_classes, encoder, "classifier")
-        inputs = encoder_inputs()
-        pooled = encoder(inputs)["pooled_output"]
-        super().__init__(inputs=inputs, outputs=self.classifier(self.dropout(pooled)), **kwargs)
-
-    def _head_config(self):
-        return {"num_classes": self.num_classes, "dropout": self.dropout_rate}
+        super().__init__(encoder, num_classes, dropout, **kwargs)
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
-class BertTokenClassifier(_TaskModel):
+class BertTokenClassifier(_DenseHeadModel):
     """Per-token classification (NER, POS): logits float32 [B, L, C] from every T_i."""
 
-    def __init__(self, encoder: BertEncoder, num_classes=9, dropout=None, **kwargs):
-        self.encoder = encoder
-        self.num_classes = num_classes
-        self.dropout_rate = encoder.config.dropout if dropout is None else dropout
-        self.dropout = keras.layers.Dropout(self.dropout_rate)
-        self.classifier = _head(num_classes, encoder, "classifier")
-        inputs = encoder_inputs()
-        sequence = encoder(inputs)["sequence_output"]
-        super().__init__(inputs=inputs, outputs=self.classifier(self.dropout(sequence)), **kwargs)
+    _features = "sequence_output"
 
-    def _head_config(self):
-        return {"num_classes": self.num_classes, "dropout": self.dropout_rate}
+    def __init__(self, encoder: BertEncoder, num_classes=9, dropout=None, **kwargs):
+        super().__init__(encoder, num_classes, dropout, **kwargs)
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
