@@ -11,6 +11,7 @@ import json
 import os
 
 from bert_keras.errors import BertKerasError
+from bert_keras.utils import read_json
 
 # Activation names accepted in configs.  "gelu" is the exact erf form (the paper,
 # Hugging Face "gelu"); the tanh approximation has its own names.
@@ -137,13 +138,7 @@ class BertConfig:
                 if os.path.exists(os.path.join(path, name)):
                     path = os.path.join(path, name)
                     break
-        try:
-            with open(path, encoding="utf-8") as f:
-                values = json.load(f)
-        except FileNotFoundError:
-            raise BertKerasError(f"config file not found: {path}") from None
-        except json.JSONDecodeError as e:
-            raise BertKerasError(f"{path}: invalid JSON at line {e.lineno}: {e.msg}") from None
+        values = read_json(path)
         return cls.from_dict(values, source=path)
 
     def to_json(self, path: str | os.PathLike, flavor: str = "bert_keras") -> None:

@@ -32,6 +32,7 @@ import numpy as np
 
 from bert_keras import metrics as bk_metrics
 from bert_keras.errors import BertKerasError
+from bert_keras.utils import write_json
 
 TASKS = ("classification", "regression", "ner", "squad", "squad2", "multiple-choice")
 BUCKET_CHUNK = 50  # batches per sorting chunk
@@ -321,8 +322,8 @@ def finetune(task, train_examples, dev_examples, init, model_dir, epochs=3, batc
         "num_eval_examples": len(dev_examples) if dev_examples else 0,
         "best_checkpoint": best_dir, "mixed_precision": mixed_precision or "none",
     }
-    _write_json(os.path.join(model_dir, "eval_results.json"), result)
-    _write_json(os.path.join(model_dir, "history.json"), history)
+    write_json(os.path.join(model_dir, "eval_results.json"), result)
+    write_json(os.path.join(model_dir, "history.json"), history)
     result["history"] = history
     result["model"] = model
     return result
@@ -358,11 +359,3 @@ def finetune_classification(train_examples, dev_examples, init, model_dir, regre
     """`finetune` for "classification" (or "regression" when ``regression``)."""
     return finetune("regression" if regression else "classification", train_examples, dev_examples, init,
                     model_dir, **kwargs)
-
-
-def _write_json(path, obj):
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=2)
-        f.write("\n")
-    os.replace(tmp, path)

@@ -8,10 +8,8 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import tempfile
 import warnings
 
 import numpy as np
@@ -20,6 +18,7 @@ from bert_keras.checkpoints import mapping
 from bert_keras.checkpoints.formats import OURS_META, VOCAB, WEIGHTS, check_vocab, open_checkpoint
 from bert_keras.checkpoints.mapping import TASKS, encoder_entries, head_entries
 from bert_keras.errors import BertKerasError, CheckpointError
+from bert_keras.utils import atomic_write, write_json
 
 __all__ = ["load_checkpoint", "save_checkpoint", "model_variables", "task_of", "open_checkpoint",
            "checkpoint_task", "TASKS"]
@@ -236,31 +235,10 @@ def load_checkpoint(path, task=None, dtype=None, **head_kwargs):
 
 
 # --------------------------------------------------------------------------- saving
-def _atomic_write(path, write):
-    """Write through a temporary file in the same folder, then rename (no torn files)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".")
-    os.close(fd)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-
-
-def _write_json(path, obj):
-    def write(tmp):
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2)
-            f.write("\n")
-    _atomic_write(path, write)
-
-
 def _write_safetensors(path, tensors, metadata=None):
     from safetensors.numpy import save_file
 
-    _atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=metadata))
+    atomic_write(path, lambda tmp: save_file(tensors, tmp, metadata=metadata))
 
 
 def _copy_vocab(vocab_path, folder, config):
@@ -276,7 +254,7 @@ def _copy_vocab(vocab_path, folder, config):
                              f"{config.vocab_size} rows")
     target = os.path.join(folder, VOCAB)
     if os.path.abspath(vocab_path) != os.path.abspath(target):
-        _atomic_write(target, lambda tmp: shutil.copyfile(vocab_path, tmp))
+        atomic_write(target, lambda tmp: shutil.copyfile(vocab_path, tmp))
 
 
 def _head_config(model, task):
@@ -316,7 +294,7 @@ def save_checkpoint(model, folder, vocab_path=None, flavor="bert_keras", lower_c
         _write_safetensors(os.path.join(folder, WEIGHTS), values, metadata={"format": "bert_keras"})
         meta = {"format": "bert_keras", "version": FORMAT_VERSION, "task": task, "config": config.to_dict(),
                 "head": _head_config(model, task), "lower_case": lower_case, "metadata": metadata or {}}
-        _write_json(os.path.join(folder, OURS_META), meta)
+        write_json(os.path.join(folder, OURS_META), meta)
     elif flavor == "huggingface":
         prefix = "" if task is None else "bert."
         tensors = {}
@@ -337,9 +315,9 @@ def save_checkpoint(model, folder, vocab_path=None, flavor="bert_keras", lower_c
             hf["label2id"] = {f"LABEL_{i}": i for i in range(n)}
             if task == "classification" and n == 1:
                 hf["problem_type"] = "regression"
-        _write_json(os.path.join(folder, "config.json"), hf)
+        write_json(os.path.join(folder, "config.json"), hf)
         if lower_case is not None:
-            _write_json(os.path.join(folder, "tokenizer_config.json"),
+            write_json(os.path.join(folder, "tokenizer_config.json"),
                         {"do_lower_case": bool(lower_case), "tokenizer_class": "BertTokenizer"})
     elif flavor == "google":
         import tensorflow as tf
@@ -351,7 +329,7 @@ def save_checkpoint(model, folder, vocab_path=None, flavor="bert_keras", lower_c
         prefix = os.path.join(folder, "bert_model.ckpt")
         tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
                           tensors=[tf.constant(a) for a in arrays])
-        _write_json(os.path.join(folder, "bert_config.json"), config.to_flavor("google"))
+        write_json(os.path.join(folder, "bert_config.json"), config.to_flavor("google"))
     else:
         raise BertKerasError(f"unknown checkpoint flavor {flavor!r}; choose bert_keras, huggingface or google")
     _copy_vocab(vocab_path, folder, config)

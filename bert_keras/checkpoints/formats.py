@@ -9,13 +9,13 @@
 from __future__ import annotations
 
 import glob
-import json
 import os
 
 import numpy as np
 
 from bert_keras.config import BertConfig
 from bert_keras.errors import BertKerasError, CheckpointError
+from bert_keras.utils import read_json
 
 OURS_META = "bert_keras.json"
 WEIGHTS = "model.safetensors"
@@ -59,11 +59,7 @@ def _first_line(e: Exception) -> str:
 
 
 def _read_json(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except json.JSONDecodeError as e:
-        raise CheckpointError(f"{path}: invalid JSON at line {e.lineno}: {e.msg}") from None
+    return read_json(path, CheckpointError)
 
 
 def _safetensors(path):

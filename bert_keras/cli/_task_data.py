@@ -1,8 +1,7 @@
 """Reading task files for `finetune` and `evaluate` (shared by both commands)."""
 
-import json
-
 from bert_keras.errors import DataError
+from bert_keras.utils import read_json
 
 
 def add_data_arguments(p):
@@ -28,13 +27,7 @@ def read_task_file(task, path, args, training):
     if task == "ner":
         return tasks.read_conll(path), None
     if task in ("squad", "squad2"):
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-        except FileNotFoundError:
-            raise DataError(f"file not found: {path}") from None
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path}: invalid JSON at line {e.lineno}: {e.msg}") from None
+        data = read_json(path, DataError)
         version = "2.0" if task == "squad2" else "1.1"
         # SQuAD dev files list several reference answers; training uses the first (as Google does).
         return tasks.read_squad(data, is_training=training, version=version,
