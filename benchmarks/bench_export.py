@@ -80,7 +80,6 @@ def main(argv=None):
     import tensorflow_text  # noqa: F401
 
     from bert_keras import samples
-    from bert_keras.checkpoints import load_checkpoint
     from bert_keras.export import TFLiteModel, export_saved_model, export_tflite, resolve, tokenizer_exact_match
     from bert_keras.export.saved_model import saved_model_size_mb
     from bert_keras.export.tflite import file_size_mb, latency_ms

@@ -249,91 +249,99 @@ def test_int8_needs_calibration_text(clf_dir, workdir):
 
 
 # --------------------------------------------------------------------------- every task family
-def _families(vocab_path, root):
-    def enc(seed):
-        # one layer is enough to check the signatures; keeps five exports fast
-        import keras
+def _family_model(name, vocab_path, root):
+    """A one-layer task model of the family, saved as `finetune` saves it: (folder, checkpoint task)."""
+    import keras
 
-        keras.utils.set_random_seed(seed)
-        return bk.BertEncoder(bk.BertConfig.preset("tiny", vocab_size=30522, num_layers=1))
+    keras.utils.set_random_seed(len(name))
+    enc = bk.BertEncoder(bk.BertConfig.preset("tiny", vocab_size=30522, num_layers=1))
+    if name == "pair_classification":
+        model = _sharpen(bk.BertClassifier(enc, num_classes=3))
+        meta = dict(task="classification", labels=["entailment", "neutral", "contradiction"], pair=True)
+    elif name == "regression":
+        model, meta = bk.BertClassifier(enc, num_classes=1), dict(task="regression", labels=None)
+    elif name == "ner":
+        model, meta = bk.BertTokenClassifier(enc, num_classes=3), dict(task="ner", labels=["O", "B-PER", "I-PER"])
+    elif name == "span":
+        model, meta = _sharpen(bk.BertSpanLabeler(enc)), dict(task="squad")
+    else:
+        model, meta = bk.BertMultipleChoice(enc), dict(task="multiple-choice")
+    task = {"pair_classification": "classification", "regression": "classification", "ner": "token_classification",
+            "span": "span", "multiple_choice": "multiple_choice"}[name]
+    return _save(root / name, model, vocab_path, **meta), task
 
-    return {
-        "pair_classification": (_save(root / "pair", _sharpen(bk.BertClassifier(enc(1), num_classes=3)), vocab_path,
-                                      task="classification", labels=["entailment", "neutral", "contradiction"],
-                                      pair=True), "classification"),
-        "regression": (_save(root / "reg", bk.BertClassifier(enc(2), num_classes=1), vocab_path, task="regression",
-                             labels=None), "classification"),
-        "ner": (_save(root / "ner", bk.BertTokenClassifier(enc(3), num_classes=3), vocab_path, task="ner",
-                      labels=["O", "B-PER", "I-PER"]), "token_classification"),
-        "span": (_save(root / "span", _sharpen(bk.BertSpanLabeler(enc(4))), vocab_path, task="squad"), "span"),
-        "multiple_choice": (_save(root / "mc", bk.BertMultipleChoice(enc(5)), vocab_path, task="multiple-choice"),
-                            "multiple_choice"),
-    }
+
+QUESTIONS = ["Who wrote the book?", "It rains.", "The cat sat."]
+# the first pair is longer than SEQ_LEN: Google's longest-first truncation applies
+PASSAGES = ["The book, a long and winding novel about manners, marriage and money in rural England, was written by "
+            "Jane Austen in 1813.", "The ground is wet.", "A dog barked loudly."]
+ENDINGS = [["x y", "no", "maybe so"], ["it is wet", "dry", "sunny"], ["on a mat", "in a hat", "away"]]
 
 
-def test_every_task_family_exports_to_saved_model_and_tflite(vocab_path, workdir):
+# The plain classifier's signatures are checked above; the families below differ in inputs (pairs,
+# choices) and outputs.  Those whose TFLite packing differs also go through LiteRT.  Each family
+# costs an export and a load (~20 s on a loaded 2-core machine): three are marked slow.
+@pytest.mark.parametrize("name", [
+    "span", "multiple_choice",
+    pytest.param("pair_classification", marks=pytest.mark.slow),
+    pytest.param("regression", marks=pytest.mark.slow),
+    pytest.param("ner", marks=pytest.mark.slow),
+])
+def test_every_task_family_exports(name, vocab_path, workdir):
     tok = BertTokenizer.from_vocab(vocab_path, lower_case=True)
-    a = ["Who wrote the book?", "It rains.", "The cat sat."]
-    # the first pair is longer than SEQ_LEN: Google's longest-first truncation applies
-    b = ["The book, a long and winding novel about manners, marriage and money in rural England, was written by "
-         "Jane Austen in 1813.", "The ground is wet.", "A dog barked loudly."]
-    endings = [["x y", "no", "maybe so"], ["it is wet", "dry", "sunny"], ["on a mat", "in a hat", "away"]]
-    for name, (folder, task) in _families(vocab_path, workdir).items():
-        model = load_checkpoint(folder, task=task)
-        sm_dir = export_saved_model(folder, str(workdir / f"sm_{name}"), ids_only_copy=False)
-        sm = tf.saved_model.load(sm_dir)
-        serve = sm.signatures["serving_default"]
-        # TFLite for the families whose packing differs from the plain classifier's (pairs, choices);
-        # the heads are the same code as the SavedModel's
-        lite = None
-        if name in ("span", "multiple_choice"):
-            lite_paths = export_tflite(folder, str(workdir / f"tfl_{name}"), num_choices=3, ids_model=False)
-            lite = TFLiteModel(lite_paths["text"])
-        if name == "multiple_choice":
-            flat = tok([x for x in a for _ in range(3)], pairs=[e for row in endings for e in row], seq_len=SEQ_LEN)
-            feats = {k: tf.reshape(v, [3, 3, SEQ_LEN]) for k, v in flat.items()}
-            got = serve(text=tf.constant(a), text_b=tf.constant(endings))
-            got_lite = lite(text=np.array(a, dtype=object), text_b=np.array(endings, dtype=object))
-        elif name in ("regression", "ner"):
-            feats = tok(a, seq_len=SEQ_LEN)
-            got = serve(text=tf.constant(a))
-            got_lite = lite(text=np.array(a, dtype=object)) if lite else None
-        else:
-            feats = tok(a, pairs=b, seq_len=SEQ_LEN)
-            got = serve(text=tf.constant(a), text_b=tf.constant(b))
-            got_lite = lite(text=np.array(a, dtype=object), text_b=np.array(b, dtype=object)) if lite else None
-        want = model(feats, training=False)
-        if name == "span":
-            for key in ("start_logits", "end_logits"):
-                np.testing.assert_allclose(got[key].numpy(), np.asarray(want[key]), atol=1e-5)
-                np.testing.assert_allclose(got_lite[key], np.asarray(want[key]), atol=1e-4)
-            np.testing.assert_array_equal(got["token_ids"].numpy(), feats["token_ids"].numpy())
-            np.testing.assert_array_equal(got_lite["token_ids"], feats["token_ids"].numpy())
-            np.testing.assert_array_equal(got_lite["padding_mask"], feats["padding_mask"].numpy())
-            (record,) = load_predictor(sm_dir).predict(a[:1], b[:1])
-            assert set(record) >= {"answer", "score", "null_score", "start_token", "end_token"}
-            # the answer lies inside the (truncated) context, after the first [SEP]
-            first_sep = list(feats["token_ids"][0].numpy()).index(tok.sep_id)
-            assert first_sep < record["start_token"] <= record["end_token"] < int(feats["padding_mask"][0].numpy().sum()) - 1
-            continue
-        want = np.asarray(want)
-        np.testing.assert_allclose(got["logits"].numpy(), want, atol=1e-5, err_msg=name)
-        if got_lite is not None:
-            np.testing.assert_allclose(got_lite["logits"], want, atol=1e-4, err_msg=name)
-        if name == "regression":
-            np.testing.assert_allclose(got["score"].numpy(), want[:, 0], atol=1e-5)
-        elif name == "multiple_choice":
-            np.testing.assert_array_equal(got["choice"].numpy(), want.argmax(-1))
-        elif name == "ner":
-            labels = np.array(["O", "B-PER", "I-PER"])[want.argmax(-1)]
-            assert [[x.decode() for x in row] for row in got["label"].numpy()] == labels.tolist()
-            np.testing.assert_array_equal(got["padding_mask"].numpy(), feats["padding_mask"].numpy())
-            (record,) = load_predictor(sm_dir).predict(a[:1])
-            assert record["tokens"] == ["who", "wrote", "the", "book", "?"]
-            assert record["labels"] == labels[0][1:6].tolist()
-        else:
-            names = np.array(["entailment", "neutral", "contradiction"])[want.argmax(-1)]
-            assert [x.decode() for x in got["label"].numpy()] == names.tolist()
+    a, b = QUESTIONS, PASSAGES
+    folder, task = _family_model(name, vocab_path, workdir)
+    model = load_checkpoint(folder, task=task)
+    sm_dir = export_saved_model(folder, str(workdir / f"sm_{name}"), ids_only_copy=False)
+    serve = tf.saved_model.load(sm_dir).signatures["serving_default"]
+    lite = None
+    if name in ("span", "multiple_choice"):
+        lite = TFLiteModel(export_tflite(folder, str(workdir / f"tfl_{name}"), num_choices=3, ids_model=False)["text"])
+    if name == "multiple_choice":
+        flat = tok([x for x in a for _ in range(3)], pairs=[e for row in ENDINGS for e in row], seq_len=SEQ_LEN)
+        feats = {k: tf.reshape(v, [3, 3, SEQ_LEN]) for k, v in flat.items()}
+        got = serve(text=tf.constant(a), text_b=tf.constant(ENDINGS))
+        got_lite = lite(text=np.array(a, dtype=object), text_b=np.array(ENDINGS, dtype=object))
+    elif name in ("regression", "ner"):
+        feats = tok(a, seq_len=SEQ_LEN)
+        got = serve(text=tf.constant(a))
+    else:
+        feats = tok(a, pairs=b, seq_len=SEQ_LEN)
+        got = serve(text=tf.constant(a), text_b=tf.constant(b))
+        got_lite = lite(text=np.array(a, dtype=object), text_b=np.array(b, dtype=object)) if lite else None
+    want = model(feats, training=False)
+    if name == "span":
+        for key in ("start_logits", "end_logits"):
+            np.testing.assert_allclose(got[key].numpy(), np.asarray(want[key]), atol=1e-5)
+            np.testing.assert_allclose(got_lite[key], np.asarray(want[key]), atol=1e-4)
+        np.testing.assert_array_equal(got["token_ids"].numpy(), feats["token_ids"].numpy())
+        np.testing.assert_array_equal(got_lite["token_ids"], feats["token_ids"].numpy())
+        np.testing.assert_array_equal(got_lite["padding_mask"], feats["padding_mask"].numpy())
+        (record,) = load_predictor(sm_dir).predict(a[:1], b[:1])
+        assert set(record) >= {"answer", "score", "null_score", "start_token", "end_token"}
+        # the answer lies inside the (truncated) context, after the first [SEP]
+        first_sep = list(feats["token_ids"][0].numpy()).index(tok.sep_id)
+        length = int(feats["padding_mask"][0].numpy().sum())
+        assert first_sep < record["start_token"] <= record["end_token"] < length - 1
+        return
+    want = np.asarray(want)
+    np.testing.assert_allclose(got["logits"].numpy(), want, atol=1e-5)
+    if name == "multiple_choice":
+        np.testing.assert_allclose(got_lite["logits"], want, atol=1e-4)
+        np.testing.assert_array_equal(got["choice"].numpy(), want.argmax(-1))
+        np.testing.assert_array_equal(got_lite["choice"], want.argmax(-1))
+    elif name == "regression":
+        np.testing.assert_allclose(got["score"].numpy(), want[:, 0], atol=1e-5)
+    elif name == "ner":
+        labels = np.array(["O", "B-PER", "I-PER"])[want.argmax(-1)]
+        assert [[x.decode() for x in row] for row in got["label"].numpy()] == labels.tolist()
+        np.testing.assert_array_equal(got["padding_mask"].numpy(), feats["padding_mask"].numpy())
+        (record,) = load_predictor(sm_dir).predict(a[:1])
+        assert record["tokens"] == ["who", "wrote", "the", "book", "?"]
+        assert record["labels"] == labels[0][1:6].tolist()
+    else:
+        names = np.array(["entailment", "neutral", "contradiction"])[want.argmax(-1)]
+        assert [x.decode() for x in got["label"].numpy()] == names.tolist()
 
 
 # --------------------------------------------------------------------------- command line

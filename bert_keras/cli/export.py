@@ -30,7 +30,8 @@ def add_arguments(p):
     p.add_argument("--out", required=True, help="output folder (SavedModel folder, or folder for the .tflite files)")
     p.add_argument("--format", choices=("saved_model", "tflite"), default="saved_model")
     p.add_argument("--quantize", choices=QUANTIZE, default="none", help="TFLite only (default: none = float32)")
-    p.add_argument("--max-seq-len", type=int, help="sequence length of the text input (default: the folder's, else 128)")
+    p.add_argument("--max-seq-len", type=int,
+                   help="sequence length of the text input (default: the folder's, else 128)")
     p.add_argument("--pair", action="store_true", default=None,
                    help="classification on sentence pairs: the text input also takes text_b")
     p.add_argument("--calibration-file",
