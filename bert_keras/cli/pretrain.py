@@ -5,11 +5,11 @@ Phase 1 runs at sequence length 128 (20 masked-LM predictions), phase 2 at 512
 recipe (--config, JSON or YAML; see training/ in the repository) and the flags
 below, which override it.  Rerunning the same command resumes from the last
 checkpoint in --model-dir; a finished run exits at once.  The final model
-(encoder + MLM/NSP heads, with vocab.txt) is written to MODEL_DIR/final, which
-`bert-keras finetune --init MODEL_DIR/final` and bk.load_checkpoint read.
+(encoder + MLM/NSP heads, with vocab.txt) is written to MODEL_DIR/final, a folder
+that fine-tuning and bk.load_checkpoint read.
 
 examples:
-  # the ~20-minute CPU recipe: BERT-mini on the Wikipedia sample, both phases
+  # the CPU recipe (20-25 min on 2 cores): BERT-mini on the Wikipedia sample, both phases
   bert-keras pretrain --config training/pretrain_mini_wiki.yaml --model-dir runs/mini_wiki
 
   # your own corpus (Google's format: a sentence a line, blank line between documents)

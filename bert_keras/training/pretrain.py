@@ -72,7 +72,6 @@ import json
 import logging
 import math
 import os
-import shutil
 import time
 from typing import Any
 
@@ -175,10 +174,9 @@ class PretrainConfig:
     @classmethod
     def from_file(cls, path: str, overrides: dict | None = None) -> "PretrainConfig":
         """Reads a JSON or YAML recipe; ``overrides`` (non-None values) win."""
-        if not os.path.exists(path):
+        if not tf.io.gfile.exists(path):
             raise BertKerasError(f"config file not found: {path}")
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        text = _read_text(path)
         try:
             if path.endswith((".yaml", ".yml")):
                 import yaml
@@ -328,9 +326,9 @@ def split_heldout(files, out_dir, every):
     from bert_keras.data import corpus as corpus_lib
 
     paths = corpus_lib.resolve_files(files)
-    os.makedirs(out_dir, exist_ok=True)
+    tf.io.gfile.makedirs(out_dir)
     train_path, held_path = os.path.join(out_dir, "train.txt"), os.path.join(out_dir, "heldout.txt")
-    if os.path.exists(train_path) and os.path.exists(held_path):
+    if tf.io.gfile.exists(train_path) and tf.io.gfile.exists(held_path):
         return train_path, held_path
     docs, current = [], []
     for path in paths:
@@ -350,10 +348,7 @@ def split_heldout(files, out_dir, every):
     if not train or not held:
         raise BertKerasError(f"heldout_every={every}: {len(docs)} document(s) in {files} give an empty split")
     for path, part in ((train_path, train), (held_path, held)):
-        tmp = path + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write("\n\n".join("\n".join(d) for d in part) + "\n")
-        os.replace(tmp, path)
+        _write_text(path, "\n\n".join("\n".join(d) for d in part) + "\n")
     return train_path, held_path
 
 
@@ -535,17 +530,28 @@ def evaluate_pretrainer(model, dataset, batches):
 
 
 # =========================================================================== the runner
+# File I/O through tf.io.gfile: model_dir may be gs:// (TPU hosts write to Cloud Storage).
+def _read_text(path):
+    with tf.io.gfile.GFile(path, "r") as f:
+        return f.read()
+
+
+def _write_text(path, text):
+    """Writes through a temporary file and a rename, so readers never see half a file."""
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+        f.write(text)
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
 def _truncate_metrics(path, step):
     """Drops lines logged after ``step`` by a run that died before its next checkpoint."""
-    if not os.path.exists(path):
+    if not tf.io.gfile.exists(path):
         return
-    with open(path, encoding="utf-8") as f:
-        lines = [line for line in f if line.strip()]
+    lines = [line + "\n" for line in _read_text(path).splitlines() if line.strip()]
     keep = [line for line in lines if json.loads(line).get("step", 0) <= step]
     if len(keep) != len(lines):
-        with open(path + ".tmp", "w", encoding="utf-8") as f:
-            f.writelines(keep)
-        os.replace(path + ".tmp", path)
+        _write_text(path, "".join(keep))
 
 
 def pretrain(cfg: PretrainConfig, strategy: tf.distribute.Strategy | None = None) -> dict:
@@ -589,8 +595,7 @@ def pretrain(cfg: PretrainConfig, strategy: tf.distribute.Strategy | None = None
         train_files, eval_files = [train_path], eval_files or [held_path]
 
     if chief:
-        with open(os.path.join(model_dir, "pretrain_config.json"), "w", encoding="utf-8") as f:
-            json.dump(cfg.to_dict(), f, indent=2)
+        _write_text(os.path.join(model_dir, "pretrain_config.json"), json.dumps(cfg.to_dict(), indent=2))
 
     schedule = learning_rate_schedule(cfg)
     keras.utils.set_random_seed(cfg.seed)  # the same initial weights on every worker
@@ -630,14 +635,13 @@ def pretrain(cfg: PretrainConfig, strategy: tf.distribute.Strategy | None = None
                                       "phase1_steps": cfg.phase1_steps, "phase2_steps": cfg.phase2_steps})
 
     if step >= cfg.total_steps:
-        if chief and not os.path.exists(os.path.join(final_dir, "bert_keras.json")):
+        if chief and not tf.io.gfile.exists(os.path.join(final_dir, "bert_keras.json")):
             export_final()
         logger.info("pre-training already finished at step %d; final model in %s", step, final_dir)
         if chief:
             print(f"pre-training already finished at step {step}; final model: {final_dir}")
-        if os.path.exists(eval_path):
-            with open(eval_path, encoding="utf-8") as f:
-                result["eval"] = json.load(f)
+        if tf.io.gfile.exists(eval_path):
+            result["eval"] = json.loads(_read_text(eval_path))
         return result
     if latest:
         logger.info("resuming from %s (step %d)", latest, step)
@@ -651,9 +655,8 @@ def pretrain(cfg: PretrainConfig, strategy: tf.distribute.Strategy | None = None
     progbar = keras.utils.Progbar(cfg.total_steps, stateful_metrics=["loss", "mlm_acc", "nsp_acc", "steps/s"],
                                   verbose=1 if (chief and cfg.progress) else 0)
     evals = {}
-    if os.path.exists(eval_path):
-        with open(eval_path, encoding="utf-8") as f:
-            evals = json.load(f)
+    if tf.io.gfile.exists(eval_path):
+        evals = json.loads(_read_text(eval_path))
     last_saved = step
     last_log = None
     trained = 0
@@ -722,7 +725,7 @@ def pretrain(cfg: PretrainConfig, strategy: tf.distribute.Strategy | None = None
                     "wall_time": time.time(),
                 }
                 if chief:
-                    with open(metrics_path, "a", encoding="utf-8") as f:
+                    with tf.io.gfile.GFile(metrics_path, "a") as f:
                         f.write(json.dumps(last_log) + "\n")
                     with writer.as_default(step=step):
                         for key in ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy",
@@ -741,15 +744,15 @@ def pretrain(cfg: PretrainConfig, strategy: tf.distribute.Strategy | None = None
                 lower_case=cfg.lower_case, whole_word_masking=cfg.whole_word_masking, seed=12345 + phase)
             evals[f"phase{phase}"] = dict(evaluate_pretrainer(model, eval_ds, cfg.eval_batches),
                                           step=step, seq_len=seq_len, max_predictions=max_pred)
-            with open(eval_path + ".tmp", "w", encoding="utf-8") as f:
-                json.dump(evals, f, indent=2)
-            os.replace(eval_path + ".tmp", eval_path)
+            _write_text(eval_path, json.dumps(evals, indent=2))
             print(f"held-out phase {phase}: " + ", ".join(
                 f"{k} {v:.4f}" for k, v in evals[f"phase{phase}"].items() if isinstance(v, float)))
 
     export_final()
     if not chief:
-        shutil.rmtree(os.path.join(model_dir, "worker_tmp", distribute.task_label(strategy)), ignore_errors=True)
+        scratch = os.path.join(model_dir, "worker_tmp", distribute.task_label(strategy))
+        if tf.io.gfile.exists(scratch):
+            tf.io.gfile.rmtree(scratch)
     result.update(step=step, trained_steps=trained, last_log=last_log)
     if evals:
         result["eval"] = evals
