@@ -74,6 +74,9 @@ def main(argv=None):
     p.add_argument("--dev-examples", type=int, default=2562, help="dev snippets to score (2562 = all)")
     p.add_argument("--max-seq-len", type=int, default=64)
     p.add_argument("--repeats", type=int, default=30, help="latency repetitions")
+    p.add_argument("--quantize", nargs="+", default=["none", "float16", "dynamic", "int8"],
+                   help="TFLite variants to measure (none = float32, the agreement reference, always runs)")
+    p.add_argument("--skip-saved-model", action="store_true")
     args = p.parse_args(argv)
 
     import tensorflow as tf
@@ -101,21 +104,22 @@ def main(argv=None):
                                    for i in range(0, len(dev_x), 128)])
     results["keras_accuracy"] = accuracy(keras_logits.argmax(-1), gold)
 
-    sm_dir = export_saved_model(model_dir, os.path.join(args.work, "saved_model", "1"))
-    serving = tf.saved_model.load(sm_dir).signatures["serving_default"]
-    sm_logits = np.concatenate([serving(text=tf.constant(dev_x[i:i + 128]))["logits"].numpy()
-                                for i in range(0, len(dev_x), 128)])
     one = dev_x[:1]
-    rows.append({"format": "SavedModel (text signature)", "mb": saved_model_size_mb(sm_dir),
-                 "accuracy": accuracy(sm_logits.argmax(-1), gold),
-                 "max_abs_logit_diff": float(np.abs(sm_logits - keras_logits).max()),
-                 "latency_ms": latency_ms(lambda: serving(text=tf.constant(one)), repeats=args.repeats)})
-    print(rows[-1], flush=True)
+    if not args.skip_saved_model:
+        sm_dir = export_saved_model(model_dir, os.path.join(args.work, "saved_model", "1"))
+        serving = tf.saved_model.load(sm_dir).signatures["serving_default"]
+        sm_logits = np.concatenate([serving(text=tf.constant(dev_x[i:i + 128]))["logits"].numpy()
+                                    for i in range(0, len(dev_x), 128)])
+        rows.append({"format": "SavedModel (text signature)", "mb": saved_model_size_mb(sm_dir),
+                     "accuracy": accuracy(sm_logits.argmax(-1), gold),
+                     "max_abs_logit_diff": float(np.abs(sm_logits - keras_logits).max()),
+                     "latency_ms": latency_ms(lambda: serving(text=tf.constant(one)), repeats=args.repeats)})
+        print(rows[-1], flush=True)
 
     calibration = train[0][-200:]  # real training snippets not used for fine-tuning by default
     tfl_dir = os.path.join(args.work, "tflite")
     f32_logits = None
-    for q in ("none", "float16", "dynamic", "int8"):
+    for q in ["none"] + [q for q in args.quantize if q != "none"]:
         start = time.perf_counter()
         paths = export_tflite(model_dir, tfl_dir, quantize=q, calibration_texts=calibration if q == "int8" else None)
         convert_s = time.perf_counter() - start

@@ -284,7 +284,11 @@ def _export_files(model, spec, out_dir, quantize, calibration_texts, text_model,
         conv.allow_custom_ops = True  # the tensorflow-text tokenizer kernels
         text_representative = None
         if quantize == "int8":
+            from tensorflow_text import tflite_registrar
+
             text_representative = _representative_texts(spec, calibration_texts, mc, k)
+            # the calibrator runs the float model, tokenizer kernels included
+            conv.target_spec._experimental_custom_op_registerers = list(tflite_registrar.SELECT_TFTEXT_OPS)
         _quantize(conv, quantize, text_representative)
         text_path = os.path.join(out_dir, TEXT_FILE.replace(".tflite", f"{suffix}.tflite"))
         _write(text_path, _convert(conv, f"{spec.source} (text model)"))
