@@ -234,14 +234,14 @@ MIRRORED = textwrap.dedent("""
     vocab_size = len(open(vocab).read().split())
     ds = bk.data.pretraining_dataset(corpus, vocab, seq_len=32, max_predictions=5, batch_size=8, seed=1)
     batches = [tf.nest.map_structure(lambda t: t.numpy(), b) for b in ds.take(3)]
-    def train(strategy, per_replica):
+    def train(strategy, per_replica, jit_compile=False):
         keras.utils.set_random_seed(0)
         with strategy.scope():
             model = bk.BertPretrainer(bk.BertEncoder(bk.BertConfig.preset(
                 "tiny", vocab_size=vocab_size, dropout=0.0, attention_dropout=0.0)))
             opt = create_optimizer("adamw", 1e-3, total_steps=3, warmup_steps=1, clipnorm=None)
             opt.build(model.trainable_variables)
-        loop = PretrainLoop(model, opt, strategy, clipnorm=1.0)
+        loop = PretrainLoop(model, opt, strategy, clipnorm=1.0, jit_compile=jit_compile)
         def dataset_fn(ctx):
             assert ctx.get_per_replica_batch_size(8) == per_replica
             # The global batch b, split into per-replica pieces in replica order.
@@ -254,12 +254,14 @@ MIRRORED = textwrap.dedent("""
     single, s_stats = train(tf.distribute.get_strategy(), 8)
     mirrored = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
     two, m_stats = train(mirrored, 4)
+    xla, x_stats = train(mirrored, 4, jit_compile=True)
     np.savez(out, **{"single/" + k: v for k, v in single.items()}, **{"two/" + k: v for k, v in two.items()},
-             single_stats=s_stats, two_stats=m_stats, replicas=mirrored.num_replicas_in_sync)
+             **{"xla/" + k: v for k, v in xla.items()},
+             single_stats=s_stats, two_stats=m_stats, xla_stats=x_stats, replicas=mirrored.num_replicas_in_sync)
 """)
 
 
-def test_mirrored_over_two_logical_cpus_equals_one_device_for_the_same_global_batch(corpus, tmp_path):
+def test_mirrored_over_two_logical_cpus_equals_one_device_for_the_same_global_batch_also_with_xla(corpus, tmp_path):
     script = tmp_path / "mirrored.py"
     script.write_text(MIRRORED)
     out = tmp_path / "mirrored.npz"
@@ -273,6 +275,10 @@ def test_mirrored_over_two_logical_cpus_equals_one_device_for_the_same_global_ba
         assert len(names) > 20
         for name in names:
             np.testing.assert_allclose(f["two/" + name], f["single/" + name], rtol=1e-5, atol=2e-6, err_msg=name)
+        # The same with each replica's forward/backward XLA-compiled (jit_compile).
+        np.testing.assert_allclose(f["xla_stats"], f["single_stats"], rtol=1e-4)
+        for name in names:
+            np.testing.assert_allclose(f["xla/" + name], f["single/" + name], rtol=1e-4, atol=1e-5, err_msg=name)
 
 
 # --------------------------------------------------------------------------- in process

@@ -412,7 +412,8 @@ class PretrainLoop:
         `keras.optimizers.LossScaleOptimizer` for fp16.
       strategy: the `tf.distribute.Strategy`.
       clipnorm: global-norm clip of the summed gradient (None: none).
-      jit_compile: compile the replica step with XLA.
+      jit_compile: compile each micro-batch's forward and backward pass with XLA
+        (the cross-replica sum and the optimiser update stay outside).
 
     ``train(iterator, steps, accumulation)`` runs ``steps`` optimiser steps on a
     distributed iterator, ``accumulation`` micro-batches each, and returns the
@@ -425,6 +426,29 @@ class PretrainLoop:
         self.jit_compile = jit_compile
         self.loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
         self._functions = {}
+        # Forward + backward of a micro-batch, the bulk of the work, is what XLA compiles.
+        self._micro_fn = tf.function(self._micro_step, jit_compile=True) if jit_compile else self._micro_step
+
+    def _micro_step(self, features, labels, mlm_denominator, nsp_denominator):
+        """Gradients (dense, float32) and statistics of one micro-batch on one replica.
+
+        Holds no cross-replica communication, so it can be XLA-compiled under
+        any strategy (``jit_compile``)."""
+        variables = self.model.trainable_variables
+        with tf.GradientTape() as tape:
+            outputs = self.model(features, training=True)
+            t = pretraining_terms(labels, outputs)
+            mlm_loss = t["mlm_sum"] / mlm_denominator
+            nsp_loss = t["nsp_sum"] / nsp_denominator
+            loss = mlm_loss + nsp_loss
+            scaled = self.optimizer.scale_loss(loss) if self.loss_scaled else loss
+        grads = tape.gradient(scaled, variables)
+        # IndexedSlices (embedding lookups) become dense: they are summed and all-reduced.
+        grads = [tf.convert_to_tensor(g) if g is not None else tf.zeros_like(v.value)
+                 for g, v in zip(grads, variables)]
+        stats = tf.stack([loss, mlm_loss, nsp_loss, t["mlm_correct"], t["mlm_count"], t["nsp_correct"],
+                          t["nsp_count"]])
+        return grads, stats
 
     def _replica_step(self, micro_batches):
         ctx = tf.distribute.get_replica_context()
@@ -440,18 +464,9 @@ class PretrainLoop:
         grads = [tf.zeros_like(v.value) for v in variables]
         stats = tf.zeros([len(_STATS)], tf.float32)
         for features, labels in micro_batches:
-            with tf.GradientTape() as tape:
-                outputs = self.model(features, training=True)
-                t = pretraining_terms(labels, outputs)
-                mlm_loss = t["mlm_sum"] / mlm_denominator
-                nsp_loss = t["nsp_sum"] / nsp_denominator
-                loss = mlm_loss + nsp_loss
-                scaled = self.optimizer.scale_loss(loss) if self.loss_scaled else loss
-            micro = tape.gradient(scaled, variables)
-            # IndexedSlices (embedding lookups) become dense: they are summed and all-reduced.
-            grads = [g + tf.convert_to_tensor(m) if m is not None else g for g, m in zip(grads, micro)]
-            stats += tf.stack([loss, mlm_loss, nsp_loss, t["mlm_correct"], t["mlm_count"],
-                               t["nsp_correct"], t["nsp_count"]])
+            micro, micro_stats = self._micro_fn(features, labels, mlm_denominator, nsp_denominator)
+            grads = [g + m for g, m in zip(grads, micro)]
+            stats += micro_stats
 
         grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
         scale = tf.cast(self.optimizer.dynamic_scale, tf.float32) if self.loss_scaled else None
@@ -470,8 +485,6 @@ class PretrainLoop:
     def _function(self, accumulation):
         if accumulation not in self._functions:
             replica_step = self._replica_step
-            if self.jit_compile:
-                replica_step = tf.function(replica_step, jit_compile=True)
 
             @tf.function
             def train_steps(iterator, steps):
