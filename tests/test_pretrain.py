@@ -376,8 +376,6 @@ def test_non_finite_loss_stops_with_a_clear_message_and_keeps_the_last_good_chec
 
 def test_fp16_run_trains_with_float32_weights_and_dynamic_loss_scaling(corpus, tmp_path):
     precision = "fp16"  # bf16 takes the same path without the loss scale
-    import keras
-
     from bert_keras.training import pretrain as P
 
     models = []
