@@ -24,8 +24,13 @@ _EXPORTS = {
     "load_checkpoint": "bert_keras.checkpoints",
     "save_checkpoint": "bert_keras.checkpoints",
     "BertTokenizer": "bert_keras.text.tokenizer",
+    "export_saved_model": "bert_keras.export",
+    "export_tflite": "bert_keras.export",
+    "load_predictor": "bert_keras.export",
+    "pretraining_dataset": "bert_keras.data",
 }
-_SUBMODULES = {"data", "layers", "models", "checkpoints", "text", "tasks", "metrics", "samples"}
+_SUBMODULES = {"data", "layers", "models", "checkpoints", "text", "tasks", "metrics", "samples", "finetuning",
+               "export", "training", "utils"}
 
 __all__ = sorted(_EXPORTS) + sorted(_SUBMODULES)
 
