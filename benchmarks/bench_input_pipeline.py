@@ -40,20 +40,6 @@ SEQ_LEN = 128
 MAX_PREDICTIONS = 20
 
 
-def read_documents(path):
-    documents, document = [], []
-    for line in open(path, encoding="utf-8"):
-        line = line.strip()
-        if line:
-            document.append(line)
-        elif document:
-            documents.append(document)
-            document = []
-    if document:
-        documents.append(document)
-    return documents
-
-
 def text_pairs(documents, rng, target_words=95):
     """(A, B) strings: consecutive sentences of ~target_words, half B random."""
     a_list, b_list = [], []
@@ -203,6 +189,7 @@ def main():
     args = parser.parse_args()
 
     from bert_keras import samples
+    from bert_keras.data.corpus import read_documents
 
     wiki = str(samples.fetch("wiki"))
     vocab = str(samples.fetch("minilm") / "vocab.txt")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 
 import numpy as np
 import tensorflow as tf
@@ -169,6 +170,29 @@ def resolve_files(files):
         else:
             found.add(pattern)
     return sorted(found)
+
+
+def read_documents(paths):
+    """Google-format files -> list of documents, each a list of stripped non-empty lines.
+
+    A blank line ends a document, and so does the end of each file.  Reads through
+    `tf.io.gfile`, so `gs://` paths work.  (Raw text, untokenized: for splitting a corpus or
+    for benchmarks; training reads through `load_corpus`.)
+    """
+    docs = []
+    for path in [paths] if isinstance(paths, (str, os.PathLike)) else paths:
+        current = []
+        with tf.io.gfile.GFile(os.fspath(path), "r") as f:
+            for line in f:
+                line = line.strip()
+                if line:
+                    current.append(line)
+                elif current:
+                    docs.append(current)
+                    current = []
+        if current:
+            docs.append(current)
+    return docs
 
 
 def read_vocab(vocab_path):

@@ -329,19 +329,7 @@ def split_heldout(files, out_dir, every):
     train_path, held_path = os.path.join(out_dir, "train.txt"), os.path.join(out_dir, "heldout.txt")
     if tf.io.gfile.exists(train_path) and tf.io.gfile.exists(held_path):
         return train_path, held_path
-    docs, current = [], []
-    for path in paths:
-        with tf.io.gfile.GFile(path, "r") as f:
-            for line in f:
-                line = line.strip()
-                if line:
-                    current.append(line)
-                elif current:
-                    docs.append(current)
-                    current = []
-        if current:
-            docs.append(current)
-            current = []
+    docs = corpus_lib.read_documents(paths)
     train = [d for i, d in enumerate(docs) if i % every != every - 1]
     held = [d for i, d in enumerate(docs) if i % every == every - 1]
     if not train or not held:
