@@ -47,7 +47,23 @@ def _usable(token: str) -> bool:
     # Tokens WordPiece can never match (empty, bare "##", containing
     # whitespace: words never do) are left out of the matcher; they keep their
     # ids, nothing maps to them, exactly as in Google's dictionary lookups.
-    return bool(token) and token != "##" and not any(ch.isspace() for ch in token)
+    # (``split() == [token]``: no str.isspace() character, tested in C.)
+    return bool(token) and token != "##" and token.split() == [token]
+
+
+class _VocabTable:
+    """Tokens by id and the id of each token.
+
+    A plain object on purpose: a list or dict attribute of a Keras layer is
+    wrapped and walked entry by entry by Keras' attribute tracking, which cost
+    about a second per tokenizer for a 30k vocabulary.
+    """
+
+    __slots__ = ("tokens", "ids")
+
+    def __init__(self, tokens):
+        self.tokens = tuple(tokens)
+        self.ids = token_ids(self.tokens)
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -97,7 +113,7 @@ class BertTokenizer(keras.layers.Layer):
         if isinstance(vocabulary, (str, os.PathLike)):
             source = os.fspath(vocabulary)
             vocabulary = load_vocab(source)
-        self._vocab = [str(t) for t in vocabulary]
+        self._table = _VocabTable(str(t) for t in vocabulary)
         if not self._vocab:
             raise DataError("empty vocabulary")
         self._source = source or "vocabulary"
@@ -108,7 +124,6 @@ class BertTokenizer(keras.layers.Layer):
         self._special = {
             "unk": unk_token, "cls": cls_token, "sep": sep_token, "pad": pad_token, "mask": mask_token,
         }
-        self._ids = token_ids(self._vocab)
         if unk_token not in self._ids:
             raise DataError(f"{self._source}: no {unk_token!r} token in the vocabulary")
 
@@ -154,6 +169,9 @@ class BertTokenizer(keras.layers.Layer):
         return config
 
     # ------------------------------------------------------------------ vocabulary facts
+    _vocab = property(lambda self: self._table.tokens)
+    _ids = property(lambda self: self._table.ids)
+
     @property
     def vocab(self) -> list[str]:
         """Tokens by id (a copy)."""
