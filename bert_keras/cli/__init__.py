@@ -26,10 +26,32 @@ SUBCOMMANDS = {
 }
 
 
+EXAMPLES = """\
+examples:
+  bert-keras demo --fast
+  bert-keras pretrain --config training/pretrain_mini_wiki.yaml --model-dir runs/mini_wiki
+  bert-keras finetune --task classification --init minilm/ --train train.csv --eval dev.csv --model-dir runs/sst
+  bert-keras export --model-dir runs/sst/best --out serving/sst/1
+  bert-keras predict --model serving/sst/1 "a gorgeous, witty film."
+  echo "Hello, world!" | bert-keras tokenize --vocab vocab.txt
+
+`bert-keras COMMAND --help` shows each command's options and examples.
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line (argparse prints the whole usage block first)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def _build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="bert-keras",
         description="BERT in TensorFlow 2 / Keras 3: pre-train, fine-tune, convert, export.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -46,7 +68,9 @@ def _build_parser() -> argparse.ArgumentParser:
             description=(mod.__doc__ or help_text).strip(),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
-        p.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+        # SUPPRESS: an absent sub-command --debug must not reset `bert-keras --debug COMMAND`.
+        p.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                       help="show full tracebacks on errors")
         mod.add_arguments(p)
         p.set_defaults(_run=mod.run)
     return parser

@@ -22,10 +22,12 @@ examples:
 
 import json
 
+# = bert_keras.export.tflite.QUANTIZE (tests/test_cli.py checks), kept here so that
+# `bert-keras --help` does not import TensorFlow.
+QUANTIZE = ("none", "float16", "dynamic", "int8")
+
 
 def add_arguments(p):
-    from bert_keras.export.tflite import QUANTIZE
-
     p.add_argument("--model-dir", required=True, help="model folder (finetune / save_checkpoint output)")
     p.add_argument("--out", required=True, help="output folder (SavedModel folder, or folder for the .tflite files)")
     p.add_argument("--format", choices=("saved_model", "tflite"), default="saved_model")

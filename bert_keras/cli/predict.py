@@ -7,6 +7,8 @@ classification {"label", "probabilities"}, regression {"score"}, NER
 {"tokens", "labels"} (per WordPiece), span {"answer", "score", ...},
 multiple choice {"choice", "probabilities"} (text_b: a JSON list of endings).
 
+With --output, a progress bar and a summary line go to stdout.
+
 examples:
   bert-keras predict --model serving/sentiment/1 "a gorgeous, witty film." "flat and dull."
   bert-keras predict --model tflite/model_text.tflite --input reviews.txt --output predictions.jsonl
@@ -92,10 +94,20 @@ def run(args) -> int:
     if predictor.spec.get("task") == "multiple_choice" and texts_b is not None:
         texts_b = [json.loads(b) if isinstance(b, str) and b.lstrip().startswith("[") else b for b in texts_b]
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    # A progress bar when stdout is free (--output given) and there is more than one batch.
+    progress = None
+    if args.output and len(texts) > args.batch_size:
+        import keras
+
+        progress = keras.utils.Progbar(len(texts), unit_name="text")
     try:
-        for record in predictor.predict(texts, texts_b, batch_size=args.batch_size):
+        for n, record in enumerate(predictor.predict(texts, texts_b, batch_size=args.batch_size), 1):
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
+            if progress is not None and (n % args.batch_size == 0 or n == len(texts)):
+                progress.update(n)
     finally:
         if args.output:
             out.close()
+    if args.output:
+        print(f"wrote {len(texts)} predictions to {args.output}")
     return 0
