@@ -23,9 +23,9 @@ NOTEBOOKS = ("pretraining.ipynb", "finetuning.ipynb", "export_serving.ipynb")
 pytestmark = pytest.mark.slow
 
 
-def execute(name, workdir, **parameters):
+def execute(name, workdir, run="executed", **parameters):
     """Runs colab/NAME in ``workdir`` with ``parameters``; returns (executed notebook, all text output)."""
-    out = workdir / f"executed_{name}"
+    out = workdir / f"{run}_{name}"
     papermill.execute_notebook(str(COLAB / name), str(out), parameters=parameters, kernel_name="python3",
                                cwd=str(workdir), progress_bar=False, log_output=False, execution_timeout=600)
     nb = nbformat.read(str(out), as_version=4)
@@ -58,8 +58,8 @@ def pretrained(workdir):
 def finetuned(workdir, pretrained):
     nb, text = execute(
         "finetuning.ipynb", workdir, init=str(pretrained[0] / "final"), model_dir=str(workdir / "finetune"),
-        data_dir=str(workdir / "data"), max_train_examples=48, max_eval_examples=24, classification_epochs=1,
-        classification_batch_size=8, classification_max_seq_len=32, squad_epochs=1, squad_batch_size=4,
+        data_dir=str(workdir / "data"), max_train_examples=32, max_eval_examples=24, classification_epochs=1,
+        classification_batch_size=16, classification_max_seq_len=32, squad_epochs=1, squad_batch_size=8,
         squad_max_seq_len=96, doc_stride=48, mixed_precision="none")
     return workdir / "finetune", text
 
@@ -99,7 +99,7 @@ def test_finetuning_notebook_classification_and_squad(finetuned):
 
     run_dir, text = finetuned
     clf = json.loads((run_dir / "classification" / "eval_results.json").read_text())
-    assert clf["task"] == "classification" and clf["num_train_examples"] == 48 and clf["num_eval_examples"] == 24
+    assert clf["task"] == "classification" and clf["num_train_examples"] == 32 and clf["num_eval_examples"] == 24
     # The reported dev accuracy is the saved best model's accuracy on the real dev snippets the notebook wrote.
     dev = list(tasks.read_examples(run_dir.parent / "data" / "rotten_tomatoes_dev.tsv"))[:24]
     (_, _), (dev_texts, dev_labels) = samples.rotten_tomatoes_split(seed=0)
@@ -136,5 +136,5 @@ def test_export_notebook_saved_model_and_tflite_match_keras(workdir, finetuned):
 def test_a_failing_cell_fails_the_run(workdir):
     """A notebook error is an error of the test run, naming the cell's exception."""
     with pytest.raises(papermill.PapermillExecutionError, match="unknown strategy 'warp'"):
-        execute("pretraining.ipynb", workdir, strategy="warp", model_dir=str(workdir / "never"))
+        execute("pretraining.ipynb", workdir, run="failing", strategy="warp", model_dir=str(workdir / "never"))
     assert not os.path.exists(workdir / "never")
