@@ -4,7 +4,7 @@ The ids are identical to Google's original BERT `FullTokenizer`
 (`convert_tokens_to_ids(tokenize(line))`); input is read as UTF-8 and invalid
 bytes are ignored, as Google does.  An empty output line means the input line
 had no tokens.  Lines are processed in batches inside one compiled TensorFlow
-function, so large files go fast.
+function, so large files go fast; on a terminal, a running line count goes to stderr.
 
 examples:
   echo "Hello, world!" | bert-keras tokenize --vocab vocab.txt
@@ -62,8 +62,16 @@ def run(args) -> int:
         return tf.strings.reduce_join(items, axis=-1, separator=" ")
 
     out = sys.stdout.buffer
+    # stdout carries the ids; a running count goes to stderr when someone watches it.
+    show = sys.stderr.isatty()
+    done = 0
     for batch in _batches(sys.stdin.buffer, args.batch_size):
         joined = lines_fn(tf.constant(batch, dtype=tf.string)).numpy()
         out.write(b"\n".join(joined) + b"\n")
+        done += len(batch)
+        if show:
+            print(f"\rtokenized {done:,} lines", end="", file=sys.stderr, flush=True)
     out.flush()
+    if show:
+        print(file=sys.stderr)
     return 0
