@@ -16,6 +16,34 @@ def attention_bias_from_padding_mask(padding_mask):
     return (1.0 - mask)[:, None, None, :] * MASK_VALUE
 
 
+# `BertSelfAttention.masking` values.  "additive" (training, inference, every
+# default path): softmax(scores + bias), Google's formulation.  "select": the
+# same probabilities computed so that every intermediate tensor stays within
+# the range of the real scores, for full-integer TFLite, where one int8 scale
+# per tensor cannot hold both the scores and a -10,000 bias (set by
+# `bert_keras.export` for the int8 conversion; not serialised).
+MASKINGS = ("additive", "select")
+
+
+def select_masked_softmax(scores, attention_bias):
+    """softmax over the keys where attention_bias is 0, with bounded intermediates.
+
+    scores: float32 [B, N, Lq, Lk]; attention_bias: [B, 1, 1, Lk], 0 (keep) or
+    MASK_VALUE.  Padded keys never enter a sum or a max: they are replaced by
+    the row minimum before the max and the exp (so exp stays in (0, 1]) and by
+    0 after it.  The normaliser is subtracted as a log (in [0, log Lk]), not
+    divided by: TFLite's quantised DIV aborts when a raw int8 denominator
+    happens to be 0.
+    """
+    keep = ops.greater(ops.cast(attention_bias, "float32"), MASK_VALUE / 2)
+    floor = ops.min(scores, axis=-1, keepdims=True)
+    shifted = ops.where(keep, scores, floor)
+    shifted = shifted - ops.max(shifted, axis=-1, keepdims=True)
+    zeros = ops.zeros_like(scores)
+    log_norm = ops.log(ops.sum(ops.where(keep, ops.exp(shifted), zeros), axis=-1, keepdims=True))
+    return ops.where(keep, ops.exp(shifted - log_norm), zeros)
+
+
 @keras.saving.register_keras_serializable(package="bert_keras")
 class BertSelfAttention(keras.layers.Layer):
     """Bidirectional multi-head self-attention (no causal mask).
@@ -30,6 +58,10 @@ class BertSelfAttention(keras.layers.Layer):
     Returns:
         [B, L, H] (before the block's dropout/residual/LayerNorm).
     """
+
+    # "additive" or "select" (see MASKINGS); an instance attribute set by the
+    # exporters, never part of the config.
+    masking = "additive"
 
     def __init__(self, hidden_size, num_heads, attention_dropout=0.1, initializer_range=0.02, **kwargs):
         super().__init__(**kwargs)
@@ -54,13 +86,19 @@ class BertSelfAttention(keras.layers.Layer):
 
     def call(self, x, attention_bias, training=None):
         batch, length = ops.shape(x)[0], ops.shape(x)[1]
-        qkv = ops.reshape(self.qkv(x), (batch, length, 3, self.num_heads, self.head_size))
-        q, k, v = qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2]
+        # Split, not index: the gradient of a split is one concat, while each indexed
+        # slice's gradient is a zero-filled [B, L, 3, N, D] copy (12% of a training step).
+        q, k, v = (ops.reshape(part, (batch, length, self.num_heads, self.head_size))
+                   for part in ops.split(self.qkv(x), 3, axis=-1))
         q = q * ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
         scores = ops.einsum("bqhd,bkhd->bhqk", q, k)
         # The bias may arrive autocast to the compute dtype; -10000 survives bf16/fp16.
-        scores = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")
-        probs = ops.cast(ops.softmax(scores, axis=-1), self.compute_dtype)
+        if self.masking == "select":
+            probs = select_masked_softmax(ops.cast(scores, "float32"), attention_bias)
+        else:
+            scores = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")
+            probs = ops.softmax(scores, axis=-1)
+        probs = ops.cast(probs, self.compute_dtype)
         probs = self.dropout(probs, training=training)
         context = ops.einsum("bhqk,bkhd->bqhd", probs, v)
         context = ops.reshape(context, (batch, length, self.hidden_size))
