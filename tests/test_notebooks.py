@@ -2,14 +2,14 @@
 
 The three run as a chain, as a user would: pre-training writes ``final/``, fine-tuning
 starts from it, export takes the fine-tuned classifier.  Each notebook gets its
-parameters injected after its ``parameters`` cell, runs in a fresh ``python3``
-kernel (this interpreter: jupyter_client starts ``sys.executable``), and the
-assertions read what it wrote.
+parameters injected after its ``parameters`` cell, runs in a fresh kernel of this
+interpreter, and the assertions read what it wrote.
 """
 
 import json
 import os
 import pathlib
+import sys
 
 import numpy as np
 import pytest
@@ -23,10 +23,31 @@ NOTEBOOKS = ("pretraining.ipynb", "finetuning.ipynb", "export_serving.ipynb")
 pytestmark = pytest.mark.slow
 
 
+KERNEL = "bert-keras-tests"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kernel(tmp_path_factory):
+    """A kernel spec that starts this interpreter, first on JUPYTER_PATH.
+
+    The notebooks ask for "python3"; a user-level "python3" spec could point at another
+    Python, so the tests name their own.
+    """
+    root = tmp_path_factory.mktemp("jupyter")
+    spec = root / "kernels" / KERNEL
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "bert-keras tests", "language": "python"}))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("JUPYTER_PATH", os.pathsep.join([str(root), os.environ.get("JUPYTER_PATH", "")]).rstrip(os.pathsep))
+        yield KERNEL
+
+
 def execute(name, workdir, run="executed", **parameters):
     """Runs colab/NAME in ``workdir`` with ``parameters``; returns (executed notebook, all text output)."""
     out = workdir / f"{run}_{name}"
-    papermill.execute_notebook(str(COLAB / name), str(out), parameters=parameters, kernel_name="python3",
+    papermill.execute_notebook(str(COLAB / name), str(out), parameters=parameters, kernel_name=KERNEL,
                                cwd=str(workdir), progress_bar=False, log_output=False, execution_timeout=600)
     nb = nbformat.read(str(out), as_version=4)
     text = []
