@@ -77,6 +77,10 @@ def main(argv=None):
     p.add_argument("--quantize", nargs="+", default=["none", "float16", "dynamic", "int8"],
                    help="TFLite variants to measure (none = float32, the agreement reference, always runs)")
     p.add_argument("--skip-saved-model", action="store_true")
+    p.add_argument("--kinds", nargs="+", default=["ids", "text"], choices=["ids", "text"],
+                   help="TFLite files to score: ids (model.tflite) and/or text (model_text.tflite)")
+    p.add_argument("--skip-tokenizer-match", action="store_true",
+                   help="skip the in-TFLite tokenizer vs Google exact-match measurement")
     args = p.parse_args(argv)
 
     import tensorflow as tf
@@ -121,9 +125,10 @@ def main(argv=None):
     f32_logits = None
     for q in ["none"] + [q for q in args.quantize if q != "none"]:
         start = time.perf_counter()
-        paths = export_tflite(model_dir, tfl_dir, quantize=q, calibration_texts=calibration if q == "int8" else None)
+        paths = export_tflite(model_dir, tfl_dir, quantize=q, calibration_texts=calibration if q == "int8" else None,
+                              text_model="text" in args.kinds)
         convert_s = time.perf_counter() - start
-        for kind in ("ids", "text"):
+        for kind in ["ids"] + [k for k in args.kinds if k != "ids"]:
             lite = TFLiteModel(paths[kind])
             if kind == "ids":
                 logits = np.concatenate([lite(**{k: v[i:i + 64] for k, v in feats.items()})["logits"]
@@ -134,7 +139,7 @@ def main(argv=None):
                 logits = np.concatenate([lite(text=np.array(dev_x[i:i + 64], dtype=object))["logits"]
                                          for i in range(0, len(dev_x), 64)])
                 lat = latency_ms(lambda: lite(text=np.array(one, dtype=object)), repeats=args.repeats)
-            if q == "none" and kind == "ids":
+            if q == "none" and f32_logits is None:
                 f32_logits = logits
             rows.append({"format": f"TFLite {q if q != 'none' else 'float32'} ({os.path.basename(paths[kind])})",
                          "mb": file_size_mb(paths[kind]), "accuracy": accuracy(logits.argmax(-1), gold),
@@ -145,20 +150,23 @@ def main(argv=None):
 
     with open(os.path.join(HERE, "..", "tests", "data", "tokenizer_corpus.txt"), encoding="utf-8") as f:
         lines = [ln.rstrip("\n") for ln in f if ln.strip() and not ln.startswith("#")]
-    results["tflite_tokenizer_exact_match"] = tokenizer_exact_match(spec.vocab_path, spec.lower_case, lines)
-    results["tflite_tokenizer_exact_match_dev"] = tokenizer_exact_match(spec.vocab_path, spec.lower_case,
-                                                                       list(dev_x), seq_len=spec.max_seq_len)
+    if not args.skip_tokenizer_match:
+        results["tflite_tokenizer_exact_match"] = tokenizer_exact_match(spec.vocab_path, spec.lower_case, lines)
+        results["tflite_tokenizer_exact_match_dev"] = tokenizer_exact_match(spec.vocab_path, spec.lower_case,
+                                                                           list(dev_x), seq_len=spec.max_seq_len)
     results["rows"] = rows
     results["seconds"] = time.perf_counter() - t0
 
     print(f"\nMiniLM-L6 sentiment, Rotten Tomatoes dev ({len(dev_x)} snippets), seq len {spec.max_seq_len}; "
           f"Keras float32 accuracy {results['keras_accuracy']:.2f}%")
-    print("| format | size MB | dev accuracy % | max abs logit diff vs Keras | single-example latency ms |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print("| format | size MB | dev accuracy % | agreement with float32 % | max abs logit diff vs Keras | "
+          "single-example latency ms |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
-        print(f"| {r['format']} | {r['mb']:.1f} | {r['accuracy']:.2f} | {r['max_abs_logit_diff']:.2e} | "
-              f"{r['latency_ms']:.1f} |")
-    for key in ("tflite_tokenizer_exact_match", "tflite_tokenizer_exact_match_dev"):
+        agree = r.get("agreement_with_float32")
+        print(f"| {r['format']} | {r['mb']:.1f} | {r['accuracy']:.2f} | "
+              f"{'-' if agree is None else f'{agree:.1f}'} | {r['max_abs_logit_diff']:.2e} | {r['latency_ms']:.1f} |")
+    for key in [k for k in ("tflite_tokenizer_exact_match", "tflite_tokenizer_exact_match_dev") if k in results]:
         m = results[key]
         print(f"{key}: {m['exact']}/{m['lines']} = {m['rate']:.1f}%")
     os.makedirs(args.work, exist_ok=True)

@@ -177,7 +177,8 @@ def json_request_inputs(body: dict, input_names) -> tuple[dict, bool]:
                                    f"every instance needs exactly the inputs {names}")
             return {n: _array([i[n] for i in instances]) for n in names}, True
         if len(names) != 1:
-            raise ServingError(grpc.StatusCode.INVALID_ARGUMENT, f"unnamed instances for a signature with inputs {names}")
+            raise ServingError(grpc.StatusCode.INVALID_ARGUMENT,
+                               f"unnamed instances for a signature with inputs {names}")
         return {names[0]: _array(instances)}, True
     inputs = body["inputs"]
     if isinstance(inputs, dict) and "b64" not in inputs:
