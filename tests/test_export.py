@@ -448,3 +448,27 @@ def test_full_int8_stays_close_to_float32_on_real_attention(minilm2_dir, workdir
     print(f"full int8 vs float32 on {len(held_out)} held-out lines: mean |logit error| / logit std = {err:.3f}, "
           f"argmax agreement {100 * agree:.1f}%")
     assert err < 0.15 and agree >= 0.9
+
+
+def test_select_masking_equals_the_additive_softmax_and_is_restored(keras_clf):
+    from bert_keras.export.tflite import attention_masking
+    from bert_keras.layers import BertSelfAttention
+
+    model, tok = keras_clf
+    feats = tok(tf.constant(SENTENCES), seq_len=SEQ_LEN)  # rows padded to different lengths
+    want = np.asarray(model(feats, training=False))
+    with attention_masking(model, "select") as layers:
+        assert len(layers) == 2 and {layer.masking for layer in layers} == {"select"}
+        got = np.asarray(model(feats, training=False))
+    assert {layer.masking for layer in layers} == {"additive"}
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+    # padded keys get exactly zero weight: changing what sits under the padding changes nothing
+    layer = BertSelfAttention(32, 4, attention_dropout=0.0)
+    layer.masking = "select"
+    x = np.random.default_rng(0).normal(size=(2, 6, 32)).astype("float32")
+    bias = bk.layers.attention_bias_from_padding_mask(np.array([[1, 1, 1, 0, 0, 0], [1] * 6]))
+    y = np.asarray(layer(x, bias))
+    x2 = x.copy()
+    x2[0, 3:] = 100.0
+    np.testing.assert_allclose(np.asarray(layer(x2, bias))[0, :3], y[0, :3], atol=1e-5, rtol=0)
+    assert "masking" not in layer.get_config()
