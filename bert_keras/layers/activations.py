@@ -5,8 +5,47 @@ from keras import ops
 
 
 def gelu(x):
-    """Exact GELU, x * Phi(x) with the erf form (the paper; Hugging Face "gelu")."""
-    return ops.gelu(x, approximate=False)
+    """Exact GELU, x * Phi(x) with the erf form (the paper; Hugging Face "gelu").
+
+    float32 inputs take `keras.ops.gelu`.  bfloat16/float16 inputs are computed in
+    float32: on CPU, element-wise bf16 math is emulated, and the erf form's ten
+    element-wise ops (forward and autodiff backward, one pass over [B, L, 4H] each)
+    made GELU 15% of a bf16 BERT training step.  On TensorFlow, XLA fuses them into
+    one loop each way (about 2.8x faster than bf16 ops on a [4096, 2048] tensor);
+    elsewhere a hand-written gradient reuses the forward's Phi(x) (1.7x).
+    """
+    if keras.backend.standardize_dtype(x.dtype) == "float32":
+        return ops.gelu(x, approximate=False)
+    if keras.backend.backend() == "tensorflow":
+        return _fused_gelu_tf()(x)
+    return _gelu_in_float32(x)
+
+
+_FUSED = []
+
+
+def _fused_gelu_tf():
+    if not _FUSED:
+        import tensorflow as tf
+
+        def fused(x):
+            return tf.cast(tf.nn.gelu(tf.cast(x, tf.float32), approximate=False), x.dtype)
+
+        _FUSED.append(tf.function(fused, jit_compile=True, reduce_retracing=True))
+    return _FUSED[0]
+
+
+@ops.custom_gradient
+def _gelu_in_float32(x):
+    xf = ops.cast(x, "float32")
+    cdf = 0.5 * (1.0 + ops.erf(xf * 0.7071067811865476))
+
+    def grad(*args, upstream=None):
+        upstream = args[0] if upstream is None else upstream
+        pdf = ops.exp(-0.5 * ops.square(xf)) * 0.3989422804014327  # phi(x)
+        return ops.cast(ops.cast(upstream, "float32") * (cdf + xf * pdf), x.dtype)
+
+    return ops.cast(xf * cdf, x.dtype), grad
 
 
 def gelu_approximate(x):

@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from bert_keras.layers.normalization import LayerNorm
+
 
 @keras.saving.register_keras_serializable(package="bert_keras")
 class BertEmbeddings(keras.layers.Layer):
@@ -35,7 +37,7 @@ class BertEmbeddings(keras.layers.Layer):
         self.segment_embedding = keras.layers.Embedding(
             type_vocab_size, hidden_size, embeddings_initializer=init, dtype=self.dtype_policy,
             name="segment_embedding")
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = LayerNorm(
             epsilon=layer_norm_eps, dtype=self.dtype_policy, name="layer_norm")
         self.dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 

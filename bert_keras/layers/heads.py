@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from bert_keras.layers.activations import get_activation
+from bert_keras.layers.normalization import LayerNorm
 
 
 def gather_positions(sequence, positions):
@@ -68,7 +69,7 @@ class MaskedLMHead(keras.layers.Layer):
         self.transform = keras.layers.Dense(
             self.hidden_size, activation=get_activation(hidden_act), dtype=self.dtype_policy,
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range), name="transform")
-        self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_eps, dtype=self.dtype_policy,
+        self.layer_norm = LayerNorm(epsilon=layer_norm_eps, dtype=self.dtype_policy,
                                                           name="layer_norm")
 
     def build(self, sequence_output_shape=None, masked_positions_shape=None):

@@ -3,6 +3,7 @@
 import keras
 
 from bert_keras.layers.activations import get_activation
+from bert_keras.layers.normalization import LayerNorm
 from bert_keras.layers.attention import BertSelfAttention
 
 
@@ -32,14 +33,14 @@ class TransformerBlock(keras.layers.Layer):
         self.attention = BertSelfAttention(hidden_size, num_heads, attention_dropout, initializer_range,
                                            dtype=policy, name="attention")
         self.attention_dropout_layer = keras.layers.Dropout(dropout, dtype=policy)
-        self.attention_layer_norm = keras.layers.LayerNormalization(
+        self.attention_layer_norm = LayerNorm(
             epsilon=layer_norm_eps, dtype=policy, name="attention_layer_norm")
         self.intermediate = keras.layers.Dense(intermediate_size, activation=get_activation(hidden_act),
                                                kernel_initializer=init, dtype=policy, name="intermediate")
         self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=init, dtype=policy,
                                                name="output")
         self.output_dropout = keras.layers.Dropout(dropout, dtype=policy)
-        self.output_layer_norm = keras.layers.LayerNormalization(
+        self.output_layer_norm = LayerNorm(
             epsilon=layer_norm_eps, dtype=policy, name="output_layer_norm")
 
     def build(self, input_shape):

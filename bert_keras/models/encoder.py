@@ -71,7 +71,9 @@ class BertEncoder(keras.Model):
 
     def get_config(self):
         return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable,
-                "dtype": keras.dtype_policies.serialize(self.dtype_policy)}
+                # A functional Model reports float32 whatever its dtype argument; the layers
+                # hold the policy the encoder was built with.
+                "dtype": keras.dtype_policies.serialize(self.embeddings.dtype_policy)}
 
     @classmethod
     def from_config(cls, config):

@@ -40,7 +40,7 @@ class BertPretrainer(keras.Model):
         self.encoder = encoder
         self.masked_lm_head = MaskedLMHead(
             encoder.token_embedding, cfg.hidden_act, cfg.layer_norm_eps, cfg.initializer_range,
-            dtype=encoder.dtype_policy, name="masked_lm_head")
+            dtype=encoder.embeddings.dtype_policy, name="masked_lm_head")
         # Heads produce float32 logits whatever the policy (softmax/loss in float32).
         self.nsp_head = keras.layers.Dense(
             2, kernel_initializer=keras.initializers.TruncatedNormal(stddev=cfg.initializer_range),

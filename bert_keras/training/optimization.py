@@ -54,6 +54,36 @@ class WarmupPolynomialDecay(keras.optimizers.schedules.LearningRateSchedule):
                 "power": self.power}
 
 
+@keras.saving.register_keras_serializable(package="bert_keras")
+class FusedAdamW(keras.optimizers.AdamW):
+    """`keras.optimizers.AdamW` whose Adam update is one fused kernel per variable on TensorFlow.
+
+    Same arguments, same update and same state (``momentums``/``velocities``) as the Keras
+    class, which it subclasses (its checkpoints are interchangeable); the decoupled decay is
+    Keras' own.  Keras writes the update as about ten element-wise ops, each a pass over
+    the variable; ``ResourceApplyAdam`` makes one (same formula, epsilon after the bias
+    correction), which saves about a second per BERT-BASE step on two CPU cores.  Other
+    backends and ``amsgrad`` use the Keras update.
+    """
+
+    def update_step(self, gradient, variable, learning_rate):
+        if keras.backend.backend() != "tensorflow" or self.amsgrad:
+            return super().update_step(gradient, variable, learning_rate)
+        import tensorflow as tf
+
+        dtype = variable.dtype
+        index = self._get_variable_index(variable)
+        m, v = self._momentums[index], self._velocities[index]
+        step = tf.cast(self.iterations + 1, dtype)
+        tf.raw_ops.ResourceApplyAdam(
+            var=variable.handle, m=m.value.handle, v=v.value.handle,
+            beta1_power=tf.pow(tf.cast(self.beta_1, dtype), step),
+            beta2_power=tf.pow(tf.cast(self.beta_2, dtype), step),
+            lr=tf.cast(learning_rate, dtype), beta1=tf.cast(self.beta_1, dtype),
+            beta2=tf.cast(self.beta_2, dtype), epsilon=tf.cast(self.epsilon, dtype),
+            grad=tf.cast(tf.convert_to_tensor(gradient), dtype))
+
+
 def create_optimizer(name="adamw", learning_rate=1e-4, total_steps=1000, warmup_steps=None,
                      warmup_fraction=0.1, weight_decay=0.01, clipnorm=1.0, beta_1=0.9, beta_2=0.999,
                      epsilon=1e-6, end_learning_rate=0.0, power=1.0, gradient_accumulation_steps=None,
@@ -84,7 +114,7 @@ def create_optimizer(name="adamw", learning_rate=1e-4, total_steps=1000, warmup_
                   epsilon=epsilon, global_clipnorm=clipnorm,
                   gradient_accumulation_steps=gradient_accumulation_steps)
     if name == "adamw":
-        optimizer = keras.optimizers.AdamW(**common)
+        optimizer = FusedAdamW(**common)
     elif name == "lamb":
         optimizer = keras.optimizers.Lamb(**common)
     else:

@@ -448,12 +448,14 @@ class PretrainLoop:
         total = ctx.all_reduce(tf.distribute.ReduceOp.SUM, local)
         mlm_denominator, nsp_denominator = total[0] + 1e-5, total[1]  # Google's 1e-5
 
-        grads = [tf.zeros_like(v.value) for v in variables]
-        stats = tf.zeros([len(_STATS)], tf.float32)
+        grads, stats = None, None
         for features, labels in micro_batches:
             micro, micro_stats = self._micro_fn(features, labels, mlm_denominator, nsp_denominator)
-            grads = [g + m for g, m in zip(grads, micro)]
-            stats += micro_stats
+            if grads is None:  # no zero-filled start: adding it costs a pass over every gradient
+                grads, stats = micro, micro_stats
+            else:
+                grads = [g + m for g, m in zip(grads, micro)]
+                stats += micro_stats
 
         grads = ctx.all_reduce(tf.distribute.ReduceOp.SUM, grads)
         scale = tf.cast(self.optimizer.dynamic_scale, tf.float32) if self.loss_scaled else None
