@@ -119,6 +119,10 @@ def run_hf(seed, model_dir, data):
             opt.step()
             sched.step()
             opt.zero_grad()
+            step = i // BATCH + 1
+            if step % 50 == 0:
+                print(f"hf seed {seed}: step {step}/{steps}, loss {loss.item():.3f}, "
+                      f"{time.perf_counter() - start:.0f} s", flush=True)
     train_seconds = time.perf_counter() - start
 
     model.eval()
