@@ -9,7 +9,7 @@ checkpoint in --model-dir; a finished run exits at once.  The final model
 that fine-tuning and bk.load_checkpoint read.
 
 examples:
-  # the CPU recipe (20-25 min on 2 cores): BERT-mini on the Wikipedia sample, both phases
+  # the CPU recipe (~34 min on 2 shared cores): BERT-tiny on the Wikipedia sample, both phases
   bert-keras pretrain --config training/pretrain_mini_wiki.yaml --model-dir runs/mini_wiki
 
   # your own corpus (Google's format: a sentence a line, blank line between documents)
