@@ -5,6 +5,8 @@ import math
 import keras
 from keras import ops
 
+from bert_keras.layers.dropout import Dropout
+
 # Added to the scores of padded keys.  Google's value; exp(-10000) is 0 in float32,
 # and scores/softmax are always computed in float32 (see below).
 MASK_VALUE = -10000.0
@@ -77,7 +79,7 @@ class BertSelfAttention(keras.layers.Layer):
                                       dtype=self.dtype_policy, name="qkv")
         self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=init,
                                                dtype=self.dtype_policy, name="output")
-        self.dropout = keras.layers.Dropout(attention_dropout, dtype=self.dtype_policy)
+        self.dropout = Dropout(attention_dropout, dtype=self.dtype_policy)
 
     def build(self, input_shape):
         self.qkv.build(input_shape)

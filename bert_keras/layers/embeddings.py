@@ -3,6 +3,8 @@
 import keras
 from keras import ops
 
+from bert_keras.layers import fused
+from bert_keras.layers.dropout import Dropout
 from bert_keras.layers.normalization import LayerNorm
 
 
@@ -39,7 +41,7 @@ class BertEmbeddings(keras.layers.Layer):
             name="segment_embedding")
         self.layer_norm = LayerNorm(
             epsilon=layer_norm_eps, dtype=self.dtype_policy, name="layer_norm")
-        self.dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+        self.dropout = Dropout(dropout, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         self.token_embedding.build((None, None))
@@ -54,6 +56,12 @@ class BertEmbeddings(keras.layers.Layer):
 
     def call(self, token_ids, segment_ids, training=None):
         seq_len = ops.shape(token_ids)[1]
+        if fused.use_fused_training(self, training):  # sum, LayerNorm and dropout: one XLA kernel
+            return fused.embeddings_layer_norm_dropout(
+                self.token_embedding(token_ids), self.segment_embedding(segment_ids),
+                self.position_embeddings.value[:seq_len], self.layer_norm.gamma.value,
+                self.layer_norm.beta.value, self.layer_norm.epsilon,
+                *fused.dropout_mask_args(self.dropout, ops.shape(token_ids) + (self.hidden_size,)))
         positions = ops.cast(self.position_embeddings[:seq_len], self.compute_dtype)
         x = self.token_embedding(token_ids) + self.segment_embedding(segment_ids) + positions[None]
         return self.dropout(self.layer_norm(x), training=training)

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from bert_keras.layers import fused
 from bert_keras.layers.activations import get_activation
 from bert_keras.layers.normalization import LayerNorm
 
@@ -78,10 +79,22 @@ class MaskedLMHead(keras.layers.Layer):
         self.output_bias = self.add_weight(name="output_bias", shape=(self.vocab_size,), initializer="zeros")
         self.built = True
 
-    def call(self, sequence_output, masked_positions):
-        x = self.layer_norm(self.transform(gather_positions(sequence_output, masked_positions)))
-        embeddings = ops.cast(self.token_embedding.embeddings, self.compute_dtype)
-        logits = ops.matmul(x, ops.transpose(embeddings))
+    def call(self, sequence_output, masked_positions, training=None):
+        x = gather_positions(sequence_output, masked_positions)
+        if fused.use_fused_training(self, training):
+            import tensorflow as tf
+
+            x = self.layer_norm(self.transform(x), training=training)
+            # x E^T as one matmul with transpose_b: the gradient for E comes out [V, H]
+            # directly instead of as [H, V] plus a transpose of the whole table.
+            shape = tf.shape(x)
+            embeddings = tf.cast(self.token_embedding.embeddings, x.dtype)
+            logits = tf.matmul(tf.reshape(x, [-1, self.hidden_size]), embeddings, transpose_b=True)
+            logits = tf.reshape(logits, [shape[0], shape[1], self.vocab_size])
+        else:
+            x = self.layer_norm(self.transform(x))
+            embeddings = ops.cast(self.token_embedding.embeddings, self.compute_dtype)
+            logits = ops.matmul(x, ops.transpose(embeddings))
         return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
 
     def compute_output_shape(self, sequence_output_shape, masked_positions_shape):

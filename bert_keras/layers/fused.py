@@ -1,0 +1,118 @@
+"""XLA-fused element-wise stages of a mixed-precision (bf16/fp16) training step on TensorFlow.
+
+Between two matmuls, a BERT block runs chains of element-wise ops: dropout, residual
+add and LayerNorm; the attention softmax with its mask, casts and dropout; the Q/K/V
+split and head transposes.  On CPU each op is a separate pass
+over a [B, L, *] tensor in emulated bf16, plus executor overhead, and their gradients
+as many again: together they cost more than the matmuls.  Each function here is one
+``tf.function(jit_compile=True)``, so XLA fuses the chain into one kernel forward and
+one backward (TensorFlow compiles the gradient of an XLA function with XLA too).
+The matmuls and their bias adds stay outside, in oneDNN and TensorFlow kernels: XLA's CPU
+matmuls are slower, and XLA's CPU reductions over the token axis (a bias gradient) were
+ten times slower than TensorFlow's ``BiasAddGrad``.
+
+Only the training path of bf16/fp16 models uses these (see `use_fused_training`);
+float32 models, inference and exports run the plain Keras layers, so their numbers are
+untouched.  Rounding follows the unfused path: dropout and residual adds in
+the compute dtype, LayerNorm statistics, GELU and softmax in float32.  Dropout masks
+come from `bert_keras.layers.dropout.random_bits_tf` (drawn outside, applied inside).
+"""
+
+import keras
+
+_CACHE = {}
+
+# Tests set this to False to compare with the layer-by-layer path (read when a call is traced).
+ENABLED = True
+
+
+def use_fused_training(layer, training):
+    """True where `layer` should take the fused path: training, TensorFlow, 16-bit compute."""
+    return (ENABLED and bool(training) and keras.backend.backend() == "tensorflow"
+            and layer.compute_dtype in ("bfloat16", "float16"))
+
+
+def _compiled(name, fn):
+    if name not in _CACHE:
+        import tensorflow as tf
+
+        _CACHE[name] = tf.function(fn, jit_compile=True, reduce_retracing=True)
+    return _CACHE[name]
+
+
+def _dropout(x, bits, threshold, scale):
+    import tensorflow as tf
+
+    if bits is None:
+        return x
+    return tf.where(bits >= threshold, x * tf.cast(scale, x.dtype), tf.zeros_like(x))
+
+
+def _layer_norm(x, gamma, beta, epsilon):
+    import tensorflow as tf
+
+    xf = tf.cast(x, tf.float32)
+    mean, variance = tf.nn.moments(xf, axes=[-1], keepdims=True)
+    y = (xf - mean) * tf.math.rsqrt(variance + epsilon) * tf.cast(gamma, tf.float32) + tf.cast(beta, tf.float32)
+    return tf.cast(y, x.dtype)
+
+
+def dropout_mask_args(dropout_layer, shape):
+    """(bits, threshold, scale) for applying `dropout_layer` inside a fused function; bits None at rate 0."""
+    import tensorflow as tf
+
+    from bert_keras.layers.dropout import keep_threshold, random_bits_tf
+
+    rate = dropout_layer.rate
+    if rate <= 0.0:
+        return None, tf.constant(0, tf.uint16), tf.constant(1.0, tf.float32)
+    bits = random_bits_tf(shape, dropout_layer.seed_generator.next())
+    return bits, tf.constant(keep_threshold(rate), tf.uint16), tf.constant(1.0 / (1.0 - rate), tf.float32)
+
+
+def dropout_residual_layer_norm(h, residual, bits, threshold, scale, gamma, beta, epsilon):
+    """LN(residual + Dropout(h)): the end of both halves of a post-LN block.  [.., H] -> [.., H]."""
+
+    def fn(h, residual, bits, threshold, scale, gamma, beta, epsilon):
+        return _layer_norm(residual + _dropout(h, bits, threshold, scale), gamma, beta, epsilon)
+
+    return _compiled("dropout_residual_layer_norm", fn)(h, residual, bits, threshold, scale, gamma, beta, epsilon)
+
+
+def qkv_heads(qkv, num_heads, query_scale):
+    """[B, L, 3H] fused projection -> q, k, v [B, N, L, D]; q scaled by query_scale."""
+
+    def fn(qkv, num_heads, query_scale):
+        import tensorflow as tf
+
+        shape = tf.shape(qkv)
+        q, k, v = (tf.transpose(tf.reshape(part, [shape[0], shape[1], num_heads, -1]), [0, 2, 1, 3])
+                   for part in tf.split(qkv, 3, axis=-1))
+        return q * tf.cast(query_scale, q.dtype), k, v
+
+    return _compiled("qkv_heads", fn)(qkv, num_heads, query_scale)
+
+
+def masked_softmax_dropout(scores, attention_bias, bits, threshold, scale):
+    """Dropout(softmax(float32(scores) + bias)) in scores' dtype.  scores [B, N, Lq, Lk], bias [B, 1, 1, Lk]."""
+
+    def fn(scores, attention_bias, bits, threshold, scale):
+        import tensorflow as tf
+
+        probs = tf.nn.softmax(tf.cast(scores, tf.float32) + tf.cast(attention_bias, tf.float32), axis=-1)
+        return _dropout(tf.cast(probs, scores.dtype), bits, threshold, scale)
+
+    return _compiled("masked_softmax_dropout", fn)(scores, attention_bias, bits, threshold, scale)
+
+
+def embeddings_layer_norm_dropout(token, segment, position, gamma, beta, epsilon, bits, threshold, scale):
+    """Dropout(LN(token + segment + position)): the embedding sum.  [B, L, H] (position [L, H])."""
+
+    def fn(token, segment, position, gamma, beta, epsilon, bits, threshold, scale):
+        import tensorflow as tf
+
+        x = token + segment + tf.cast(position, token.dtype)[None]
+        return _dropout(_layer_norm(x, gamma, beta, epsilon), bits, threshold, scale)
+
+    return _compiled("embeddings_layer_norm_dropout", fn)(
+        token, segment, position, gamma, beta, epsilon, bits, threshold, scale)

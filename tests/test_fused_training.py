@@ -1,0 +1,103 @@
+"""The fast training paths: 16-bit dropout masks and the XLA-fused bf16 training step."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import bert_keras as bk
+from bert_keras.layers import Dropout, fused
+from tests.conftest import random_batch
+
+TINY = bk.BertConfig.preset("tiny", vocab_size=200, max_position_embeddings=64)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "mixed_bfloat16"])
+def test_dropout_keeps_one_minus_rate_and_scales_by_its_inverse(dtype):
+    layer = Dropout(0.1, seed=3, dtype=dtype)
+    x = tf.ones((1000, 1000), layer.compute_dtype)
+    y = tf.cast(layer(x, training=True), tf.float32).numpy()
+    kept = y != 0
+    # 10^6 draws: the binomial standard deviation of the kept fraction is 3e-4.
+    assert abs(kept.mean() - 0.9) < 1.5e-3
+    np.testing.assert_allclose(y[kept], 1 / 0.9, rtol=4e-3)  # bf16 rounds 1.111 to 1.109
+    # Two elements share one 32-bit draw: they must still be independent, and neither half
+    # of the word biased (even/odd columns; each half has 5e5 draws, sd 4e-4).
+    assert abs(kept[:, 0::2].mean() - 0.9) < 2e-3 and abs(kept[:, 1::2].mean() - 0.9) < 2e-3
+    assert abs((kept[:, 0::2] & kept[:, 1::2]).mean() - 0.81) < 3e-3
+    assert not np.array_equal(kept, tf.cast(layer(x, training=True), tf.float32).numpy() != 0)
+    np.testing.assert_array_equal(layer(x, training=False), x)
+
+
+def test_dropout_mask_follows_the_seed_state():
+    a, b = Dropout(0.5, seed=7), Dropout(0.5, seed=7)
+    x = tf.random.normal((64, 33))  # an odd element count
+    np.testing.assert_array_equal(a(x, training=True), b(x, training=True))
+    assert Dropout.from_config(a.get_config()).rate == 0.5
+
+
+def _pretrainer(dtype, weights=None):
+    keras.utils.set_random_seed(0)
+    model = bk.BertPretrainer(bk.BertEncoder(TINY, dtype=dtype))
+    batch = _batch()
+    model({k: batch[k] for k in ("token_ids", "segment_ids", "padding_mask", "masked_positions")})
+    if weights is not None:
+        model.set_weights(weights)
+    return model
+
+
+def _batch():
+    batch = random_batch(200, batch=4, length=24)
+    rng = np.random.default_rng(1)
+    batch["masked_positions"] = np.sort(rng.choice(np.arange(1, 12), (4, 4)), -1).astype("int32")
+    batch["masked_ids"] = rng.integers(5, 200, (4, 4)).astype("int32")
+    return batch
+
+
+def _loss_and_gradients(model, seed_states):
+    for variable, state in zip([v for v in model.variables if "seed_generator" in v.path], seed_states):
+        variable.assign(state)
+    batch = _batch()
+    features = {k: batch[k] for k in ("token_ids", "segment_ids", "padding_mask", "masked_positions")}
+    with tf.GradientTape() as tape:
+        out = model(features, training=True)
+        loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(
+            batch["masked_ids"], tf.cast(out["mlm_logits"], tf.float32)))
+        loss += tf.reduce_mean(tf.cast(out["nsp_logits"], tf.float32)[:, 0])
+    grads = tape.gradient(loss, model.trainable_variables)
+    return float(loss), [tf.cast(tf.convert_to_tensor(g), tf.float32).numpy() for g in grads]
+
+
+def test_fused_bf16_training_step_is_as_close_to_float32_as_the_layer_by_layer_one(monkeypatch):
+    """Same weights, same dropout masks (dropout 0.1 on): loss and every gradient of the bf16
+    model, fused and layer by layer, against the float32 model."""
+    reference = _pretrainer("float32")
+    seeds = [v.numpy() for v in reference.variables if "seed_generator" in v.path]
+    assert len(seeds) == 1 + 3 * TINY.num_layers
+    loss32, grads32 = _loss_and_gradients(reference, seeds)
+    bf16 = _pretrainer("mixed_bfloat16", reference.get_weights())
+    loss_fused, grads_fused = _loss_and_gradients(bf16, seeds)
+    monkeypatch.setattr(fused, "ENABLED", False)
+    loss_plain, grads_plain = _loss_and_gradients(bf16, seeds)
+
+    assert abs(loss_fused - loss32) < 0.02 and abs(loss_plain - loss32) < 0.02
+    for variable, g32, gf, gp in zip(bf16.trainable_variables, grads32, grads_fused, grads_plain):
+        scale = np.linalg.norm(g32) + 1e-8
+        err_fused, err_plain = np.linalg.norm(gf - g32) / scale, np.linalg.norm(gp - g32) / scale
+        assert err_fused < 0.05, (variable.path, err_fused)
+        assert err_fused < 1.5 * err_plain + 0.01, (variable.path, err_fused, err_plain)
+
+
+def test_float32_training_and_bf16_inference_do_not_take_the_fused_path(monkeypatch):
+    calls = []
+    for name in ("dropout_residual_layer_norm", "masked_softmax_dropout", "embeddings_layer_norm_dropout"):
+        original = getattr(fused, name)
+        monkeypatch.setattr(fused, name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
+    batch = _batch()
+    features = {k: batch[k] for k in ("token_ids", "segment_ids", "padding_mask", "masked_positions")}
+    _pretrainer("float32")(features, training=True)
+    _pretrainer("mixed_bfloat16")(features, training=False)
+    assert calls == []
+    _pretrainer("mixed_bfloat16")(features, training=True)
+    assert sorted(set(calls)) == ["dropout_residual_layer_norm", "embeddings_layer_norm_dropout",
+                                  "masked_softmax_dropout"]
