@@ -101,3 +101,22 @@ def test_float32_training_and_bf16_inference_do_not_take_the_fused_path(monkeypa
     _pretrainer("mixed_bfloat16")(features, training=True)
     assert sorted(set(calls)) == ["dropout_residual_layer_norm", "embeddings_layer_norm_dropout",
                                   "masked_softmax_dropout"]
+
+
+def test_pretraining_cross_entropy_equals_tensorflows():
+    from bert_keras.training.pretrain import sparse_softmax_cross_entropy
+
+    rng = np.random.default_rng(0)
+    logits = tf.constant(rng.normal(0, 4, (37, 1000)).astype("float32"))
+    labels = tf.constant(rng.integers(0, 1000, 37).astype("int32"))
+    weights = tf.constant(rng.uniform(0, 1, 37).astype("float32"))
+    results = []
+    for fn in (sparse_softmax_cross_entropy,
+               lambda y, x: tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=x)):
+        with tf.GradientTape() as tape:
+            tape.watch(logits)
+            ce = fn(labels, logits)
+            loss = tf.reduce_sum(ce * weights)
+        results.append((ce.numpy(), tape.gradient(loss, logits).numpy()))
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(results[0][1], results[1][1], atol=1e-6)
