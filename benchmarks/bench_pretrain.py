@@ -87,14 +87,20 @@ def batch_arrays(seq_len, batch, vocab=VOCAB, seed=0):
 
 
 # =========================================================================== children
+# Process CPU seconds of each timed step (all threads): on a shared machine wall time swings
+# with the other jobs' load, CPU time much less, so it tells whether a change did less work.
+CPU_TIMES = []
+
+
 def _timed(step, steps, warmup):
     for _ in range(warmup):
         step()
     times = []
     for _ in range(steps):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         step()
         times.append(time.perf_counter() - start)
+        CPU_TIMES.append(time.process_time() - cpu)
     return times
 
 
@@ -231,6 +237,7 @@ def child(args):
         times, loss = RUNNERS[args.framework](args.preset, args.seq_len, args.batch, args.precision,
                                               args.steps, args.warmup)
         result = {"step_seconds": times, "median_step_seconds": statistics.median(times),
+                  "median_step_cpu_seconds": statistics.median(CPU_TIMES[-len(times):]),
                   "sequences_per_second": args.batch / statistics.median(times), "last_loss": loss}
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print("RESULT " + json.dumps(result), flush=True)
@@ -313,7 +320,8 @@ def main(argv=None):
                     r = spawn(framework, preset, seq_len, batch, precision, args.steps, args.warmup, args.nice)
                     key = (preset, seq_len, batch, precision, framework)
                     runs.setdefault(key, []).append(r)
-                    shown = (f"{r['sequences_per_second']:.2f} seq/s, rss {r['peak_rss_mb']:.0f} MB, "
+                    shown = (f"{r['sequences_per_second']:.2f} seq/s, {r['median_step_cpu_seconds']:.2f} CPU s/step, "
+                             f"rss {r['peak_rss_mb']:.0f} MB, "
                              f"loss {r['last_loss']:.3f}, {r['wall_seconds']:.0f} s" if "error" not in r
                              else r["error"])
                     print(f"[{repeat + 1}/{args.repeats}] {preset}@{seq_len} b{batch} {precision} {framework}: "
@@ -331,12 +339,14 @@ def main(argv=None):
                      "framework": framework, "sequences_per_second": sps, "runs": good,
                      "model_tflops_per_second": flops / 1e12,
                      "mfu": flops / (peak[precision]["gflops"] * 1e9) if precision in peak else None,
+                     "cpu_seconds_per_step": statistics.median(
+                         r["median_step_cpu_seconds"] for r in results if "error" not in r),
                      "peak_rss_mb": max(r["peak_rss_mb"] for r in results if "error" not in r)})
     index = {(r["preset"], r["seq_len"], r["batch"], r["precision"], r["framework"]): r for r in rows}
     print(f"\nmodel FLOPs per sequence: see the module docstring; MFU against the measured {', '.join(peak)} "
           f"matmul peak")
     header = f"{'config':<16}{'prec':<6}{'framework':<11}{'seq/s':>8}{'MFU':>8}{'RSS MB':>8}" \
-             f"{'ours/this':>11}{'runs':>6}"
+             f"{'ours/this':>11}{'CPU s/step':>11}{'runs':>6}"
     print(header)
     print("-" * len(header))
     for preset, seq_len, batch in configs:
@@ -351,7 +361,7 @@ def main(argv=None):
                 mfu = f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "-"
                 print(f"{f'{preset}@{seq_len} b{batch}':<16}{precision:<6}{framework:<11}"
                       f"{r['sequences_per_second']:>8.2f}{mfu:>8}{r['peak_rss_mb']:>8.0f}{ratio:>10.2f}x"
-                      f"{len(r['runs']):>6}")
+                      f"{r['cpu_seconds_per_step']:>11.2f}{len(r['runs']):>6}")
             for framework in frameworks:
                 r = index.get((preset, seq_len, batch, precision, framework))
                 if base and r:
