@@ -8,8 +8,9 @@ from `bert-keras demo`); without it the script fine-tunes one itself on the firs
 
 Measured:
   * dev accuracy of the Keras model, the SavedModel text signature, and every
-    TFLite file (float32, float16, dynamic-range int8, full int8 calibrated on
-    200 real training snippets); ids files are fed by the Google-exact tokenizer,
+    TFLite file (float32, float16, dynamic-range int8, full int8 and int8_mixed
+    calibrated on 200 real training snippets; `--quantize ... int8_mixed` adds
+    the mixed file); ids files are fed by the Google-exact tokenizer,
     model_text.tflite tokenises inside LiteRT;
   * file sizes; median single-example latency (text in, logits out) of the
     SavedModel and of LiteRT;
@@ -125,7 +126,7 @@ def main(argv=None):
     f32_logits = None
     for q in ["none"] + [q for q in args.quantize if q != "none"]:
         start = time.perf_counter()
-        paths = export_tflite(model_dir, tfl_dir, quantize=q, calibration_texts=calibration if q == "int8" else None,
+        paths = export_tflite(model_dir, tfl_dir, quantize=q, calibration_texts=calibration if q.startswith("int8") else None,
                               text_model="text" in args.kinds)
         convert_s = time.perf_counter() - start
         for kind in ["ids"] + [k for k in args.kinds if k != "ids"]:

@@ -24,7 +24,7 @@ import json
 
 # = bert_keras.export.tflite.QUANTIZE (tests/test_cli.py checks), kept here so that
 # `bert-keras --help` does not import TensorFlow.
-QUANTIZE = ("none", "float16", "dynamic", "int8")
+QUANTIZE = ("none", "float16", "dynamic", "int8", "int8_mixed")
 
 
 def add_arguments(p):
@@ -37,7 +37,8 @@ def add_arguments(p):
     p.add_argument("--pair", action="store_true", default=None,
                    help="classification on sentence pairs: the text input also takes text_b")
     p.add_argument("--calibration-file",
-                   help="int8: real sentences, one a line (TAB-separated pairs for pair models); 200 are used")
+                   help="int8, int8_mixed: real sentences, one a line (TAB-separated pairs for pair models); "
+                        "200 are used")
     p.add_argument("--no-ids-only-copy", action="store_true", help="saved_model: skip OUT/ids_only")
 
 
