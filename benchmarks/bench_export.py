@@ -126,8 +126,8 @@ def main(argv=None):
     f32_logits = None
     for q in ["none"] + [q for q in args.quantize if q != "none"]:
         start = time.perf_counter()
-        paths = export_tflite(model_dir, tfl_dir, quantize=q, calibration_texts=calibration if q.startswith("int8") else None,
-                              text_model="text" in args.kinds)
+        calib = calibration if q.startswith("int8") else None
+        paths = export_tflite(model_dir, tfl_dir, quantize=q, calibration_texts=calib, text_model="text" in args.kinds)
         convert_s = time.perf_counter() - start
         for kind in ["ids"] + [k for k in args.kinds if k != "ids"]:
             lite = TFLiteModel(paths[kind])
