@@ -224,19 +224,21 @@ def test_quantized_tflite_files_are_smaller_and_close(clf_dir, workdir, keras_cl
     out = workdir / "tflite_q"
     f32_mb = os.path.getsize(tflite_f32["ids"])
     sizes = {}
-    for q in ("float16", "dynamic", "int8"):
-        calib = SENTENCES * 5 if q == "int8" else None
-        paths = export_tflite(clf_dir, str(out), quantize=q, calibration_texts=calib, text_model=(q == "int8"))
+    for q in ("float16", "dynamic", "int8", "int8_mixed"):
+        calib = SENTENCES * 5 if q.startswith("int8") else None
+        paths = export_tflite(clf_dir, str(out), quantize=q, calibration_texts=calib,
+                              text_model=q.startswith("int8"))
         assert os.path.basename(paths["ids"]) == f"model_{q}.tflite"
         sizes[q] = os.path.getsize(paths["ids"])
         got = TFLiteModel(paths["ids"])(**inputs)
         assert np.isfinite(got["logits"]).all()
-        tol = {"float16": 0.02, "dynamic": 0.3, "int8": 0.6}[q]
+        tol = {"float16": 0.02, "dynamic": 0.3, "int8": 0.6, "int8_mixed": 0.6}[q]
         assert np.abs(got["probabilities"] - _softmax(want)).max() < tol, q
         if paths["text"]:  # int8 calibration of the text model runs the tokenizer kernels
             text = TFLiteModel(paths["text"])(text=np.array(SENTENCES, dtype=object))
             assert np.abs(text["probabilities"] - got["probabilities"]).max() < 0.1
     assert sizes["float16"] < 0.6 * f32_mb and sizes["dynamic"] < 0.35 * f32_mb and sizes["int8"] < 0.35 * f32_mb
+    assert sizes["int8_mixed"] < 0.6 * f32_mb
 
 
 def _softmax(x):
