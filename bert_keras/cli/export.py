@@ -15,7 +15,7 @@ Hugging Face / Google folder with a task head).
 examples:
   bert-keras export --model-dir runs/sentiment/best --out serving/sentiment/1
   bert-keras export --model-dir runs/sentiment/best --out tflite --format tflite --quantize float16
-  bert-keras export --model-dir runs/sentiment/best --out tflite --format tflite --quantize int8 \\
+  bert-keras export --model-dir runs/sentiment/best --out tflite --format tflite --quantize int8_mixed \\
       --calibration-file dev_sentences.txt
   bert-keras export --model-dir runs/mrpc/best --out serving/mrpc/1 --pair --max-seq-len 128
 """
