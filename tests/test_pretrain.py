@@ -180,6 +180,43 @@ def test_phase_2_runs_at_512_with_80_predictions(resume_runs):
     evals = json.load(open(r["tmp"] / "straight" / "eval.json"))
     assert evals["phase1"]["seq_len"] == 32 and evals["phase2"]["seq_len"] == 512
     assert evals["phase2"]["mlm_targets"] > 0
+    for e in evals.values():  # the 80/10/10 split covers every target and averages to the total
+        parts = [(e[f"mlm_accuracy_at_{k}"], e[f"mlm_targets_at_{k}"]) for k in ("mask", "kept", "random")]
+        assert sum(n for _, n in parts) == e["mlm_targets"]
+        assert sum(a * n for a, n in parts if n) / e["mlm_targets"] == pytest.approx(e["mlm_accuracy"], abs=1e-6)
+
+
+def test_held_out_evaluation_tells_copying_from_using_the_context(corpus):
+    """A "model" that predicts the token shown at each target (what a model on the unigram
+    plateau learns for the kept 10%) scores 1.0 on kept targets and 0.0 at [MASK]s."""
+    import tensorflow as tf
+
+    from bert_keras.data.pretraining import pretraining_dataset
+    from bert_keras.text.vocab import load_vocab
+    from bert_keras.training.pretrain import evaluate_pretrainer
+
+    vocab = load_vocab(corpus[1])
+    mask_id = vocab.index("[MASK]")
+
+    def copier(features, training=False):
+        shown = tf.gather(features["token_ids"], features["masked_positions"], batch_dims=1)
+        return {"mlm_logits": tf.one_hot(shown, len(vocab)) * 10.0,
+                "nsp_logits": tf.zeros([tf.shape(shown)[0], 2])}
+
+    # Materialised: masking is drawn afresh on every pass over the dataset.
+    batches = list(pretraining_dataset([corpus[0]], corpus[1], seq_len=64, max_predictions=10,
+                                       batch_size=8, seed=3).take(6))
+    e = evaluate_pretrainer(copier, batches, batches=6, mask_id=mask_id)
+    assert e["mlm_accuracy_at_kept"] == 1.0 and e["mlm_accuracy_at_mask"] == 0.0
+    assert e["mlm_accuracy_at_random"] == 0.0
+    n = e["mlm_targets"]
+    assert e["mlm_targets_at_mask"] / n == pytest.approx(0.8, abs=0.06)  # the 80/10/10 rule
+    assert e["mlm_accuracy"] == pytest.approx(e["mlm_targets_at_kept"] / n)
+    # Entropy of the held-out targets' own distribution, recomputed from the same batches.
+    ids = np.concatenate([lab["masked_ids"].numpy()[lab["masked_weights"].numpy() > 0]
+                          for _, lab in batches])
+    freq = np.unique(ids, return_counts=True)[1] / len(ids)
+    assert e["unigram_entropy"] == pytest.approx(-np.sum(freq * np.log(freq)), rel=1e-9)
 
 
 # --------------------------------------------------------------------------- distribution

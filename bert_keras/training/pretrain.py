@@ -67,6 +67,7 @@ The Keras ``fit`` path (single device or MirroredStrategy), from Python:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -461,8 +462,10 @@ class PretrainLoop:
 
         Holds no cross-replica communication, so it can be XLA-compiled under
         any strategy (``jit_compile``)."""
+        from bert_keras.layers import fused
+
         variables = self.model.trainable_variables
-        with tf.GradientTape() as tape:
+        with tf.GradientTape() as tape, (fused.disabled() if self.jit_compile else contextlib.nullcontext()):
             outputs = self.model(features, training=True)
             t = pretraining_terms(labels, outputs)
             mlm_loss = t["mlm_sum"] / mlm_denominator
@@ -532,43 +535,73 @@ class PretrainLoop:
         return np.asarray(totals.numpy(), np.float64)
 
 
-def evaluate_pretrainer(model, dataset, batches):
+def evaluate_pretrainer(model, dataset, batches, mask_id=None):
     """Held-out MLM/NSP accuracy and loss over ``batches`` batches (dropout off).
 
     Also returns the trivial baselines: ``baseline_mlm_accuracy`` (always
     predicting the most frequent target token of these batches, an upper bound
-    for that baseline) and ``baseline_nsp_accuracy`` (the majority class).
+    for that baseline), ``unigram_entropy`` (the entropy in nats of these
+    targets' own token distribution: the cross-entropy of the best predictor
+    that ignores the context) and ``baseline_nsp_accuracy`` (the majority class).
+
+    With ``mask_id`` (the id of ``[MASK]``), the MLM accuracy is also split by
+    what the input held at the target (the 80/10/10 rule):
+    ``mlm_accuracy_at_mask`` (``[MASK]``: only the context can tell),
+    ``mlm_accuracy_at_kept`` (the token itself, left in place: copying solves it)
+    and ``mlm_accuracy_at_random`` (a random token).  A model on the unigram
+    plateau copies the kept 10% and predicts the most frequent token elsewhere:
+    its overall accuracy looks like ``0.1 + baseline`` while
+    ``mlm_accuracy_at_mask`` stays at the baseline.
     """
     @tf.function
     def forward(features, labels):
-        return pretraining_terms(labels, model(features, training=False))
+        outputs = model(features, training=False)
+        predicted = tf.argmax(tf.cast(outputs["mlm_logits"], tf.float32), -1, output_type=tf.int32)
+        return pretraining_terms(labels, outputs), predicted
 
     sums = {}
     target_counts = {}
     nsp_labels = []
+    split = {"mask": [0, 0], "kept": [0, 0], "random": [0, 0]}  # [correct, count]
     for i, (features, labels) in enumerate(dataset):
         if i >= batches:
             break
-        for k, v in forward(features, labels).items():
+        terms, predicted = forward(features, labels)
+        for k, v in terms.items():
             sums[k] = sums.get(k, 0.0) + float(v)
-        ids = labels["masked_ids"].numpy()[labels["masked_weights"].numpy() > 0]
-        for token, count in zip(*np.unique(ids, return_counts=True)):
+        real = labels["masked_weights"].numpy() > 0
+        targets = labels["masked_ids"].numpy()
+        for token, count in zip(*np.unique(targets[real], return_counts=True)):
             target_counts[int(token)] = target_counts.get(int(token), 0) + int(count)
         nsp_labels.append(labels["next_sentence_label"].numpy())
+        if mask_id is not None:
+            shown = np.take_along_axis(features["token_ids"].numpy(), features["masked_positions"].numpy(), 1)
+            hit = predicted.numpy() == targets
+            for name, where in (("mask", shown == mask_id), ("kept", shown == targets),
+                                ("random", (shown != mask_id) & (shown != targets))):
+                split[name][0] += int(np.sum(hit & where & real))
+                split[name][1] += int(np.sum(where & real))
     if not sums:
         raise BertKerasError("held-out data gave no batch to evaluate")
     nsp_labels = np.concatenate(nsp_labels)
-    most_frequent = max(target_counts.values())
-    return {
+    counts = np.array(list(target_counts.values()), dtype=np.float64)
+    frequencies = counts / counts.sum()
+    result = {
         "mlm_accuracy": sums["mlm_correct"] / sums["mlm_count"],
         "nsp_accuracy": sums["nsp_correct"] / sums["nsp_count"],
         "mlm_loss": sums["mlm_sum"] / sums["mlm_count"],
         "nsp_loss": sums["nsp_sum"] / sums["nsp_count"],
-        "baseline_mlm_accuracy": most_frequent / sums["mlm_count"],
+        "baseline_mlm_accuracy": float(counts.max()) / sums["mlm_count"],
+        "unigram_entropy": float(-np.sum(frequencies * np.log(frequencies))),
         "baseline_nsp_accuracy": float(max(np.mean(nsp_labels == 0), np.mean(nsp_labels == 1))),
         "mlm_targets": int(sums["mlm_count"]),
         "sequences": int(sums["nsp_count"]),
     }
+    if mask_id is not None:
+        for name, (correct, count) in split.items():
+            result[f"mlm_accuracy_at_{name}"] = correct / count if count else float("nan")
+            result[f"mlm_targets_at_{name}"] = count
+    return result
 
 
 # =========================================================================== the runner
@@ -629,7 +662,9 @@ def pretrain(cfg: PretrainConfig, strategy: tf.distribute.Strategy | None = None
     vocab_path = resolve_path(cfg.vocab)
     if not tf.io.gfile.exists(vocab_path):
         raise BertKerasError(f"vocabulary not found: {vocab_path}")
-    vocab_size = len(load_vocab(vocab_path))
+    vocab = load_vocab(vocab_path)
+    vocab_size = len(vocab)
+    mask_id = vocab.index("[MASK]") if "[MASK]" in vocab else None
     train_files = _file_list(cfg.train_files)
     eval_files = _file_list(cfg.eval_files)
     if cfg.heldout_every:
@@ -784,7 +819,7 @@ def pretrain(cfg: PretrainConfig, strategy: tf.distribute.Strategy | None = None
                 eval_files, vocab_path, seq_len=seq_len, max_predictions=max_pred,
                 batch_size=cfg.eval_batch_size or max(1, cfg.phase_batch_size(phase) // accumulation),
                 lower_case=cfg.lower_case, whole_word_masking=cfg.whole_word_masking, seed=12345 + phase)
-            evals[f"phase{phase}"] = dict(evaluate_pretrainer(model, eval_ds, cfg.eval_batches),
+            evals[f"phase{phase}"] = dict(evaluate_pretrainer(model, eval_ds, cfg.eval_batches, mask_id=mask_id),
                                           step=step, seq_len=seq_len, max_predictions=max_pred)
             _write_text(eval_path, json.dumps(evals, indent=2))
             print(f"held-out phase {phase}: " + ", ".join(
