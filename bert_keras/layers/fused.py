@@ -18,12 +18,26 @@ the compute dtype, LayerNorm statistics, GELU and softmax in float32.  Dropout m
 come from `bert_keras.layers.dropout.random_bits_tf` (drawn outside, applied inside).
 """
 
+import contextlib
+
 import keras
 
 _CACHE = {}
 
 # Tests set this to False to compare with the layer-by-layer path (read when a call is traced).
 ENABLED = True
+
+
+@contextlib.contextmanager
+def disabled():
+    """Within this block, calls being traced take the layer-by-layer path (for a step that
+    XLA compiles whole: nested XLA functions there made each step recompile, 40x slower)."""
+    global ENABLED
+    previous, ENABLED = ENABLED, False
+    try:
+        yield
+    finally:
+        ENABLED = previous
 
 
 def use_fused_training(layer, training):
