@@ -21,18 +21,15 @@ def gelu(x):
     return _gelu_in_float32(x)
 
 
-_FUSED = []
-
-
 def _fused_gelu_tf():
-    if not _FUSED:
-        import tensorflow as tf
+    import tensorflow as tf
 
-        def fused(x):
-            return tf.cast(tf.nn.gelu(tf.cast(x, tf.float32), approximate=False), x.dtype)
+    from bert_keras.layers.fused import _compiled
 
-        _FUSED.append(tf.function(fused, jit_compile=True, reduce_retracing=True))
-    return _FUSED[0]
+    def fused(x):
+        return tf.cast(tf.nn.gelu(tf.cast(x, tf.float32), approximate=False), x.dtype)
+
+    return _compiled("gelu", fused)
 
 
 @ops.custom_gradient

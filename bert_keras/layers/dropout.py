@@ -12,20 +12,17 @@ def keep_threshold(rate):
     return int(round(rate * (1 << _BITS)))
 
 
-_APPLY = []
-
-
 def _apply_mask_tf():
     """One XLA kernel each way: y = where(bits >= threshold, x * scale, 0); dy/dx reuses the bits."""
-    if not _APPLY:
-        import tensorflow as tf
+    import tensorflow as tf
 
-        def apply(x, bits, threshold, scale):
-            keep = bits >= threshold
-            return tf.where(keep, x * tf.cast(scale, x.dtype), tf.zeros_like(x))
+    from bert_keras.layers.fused import _compiled
 
-        _APPLY.append(tf.function(apply, jit_compile=True, reduce_retracing=True))
-    return _APPLY[0]
+    def apply(x, bits, threshold, scale):
+        keep = bits >= threshold
+        return tf.where(keep, x * tf.cast(scale, x.dtype), tf.zeros_like(x))
+
+    return _compiled("dropout_apply", apply)
 
 
 def random_bits_tf(shape, seed):

@@ -2,22 +2,19 @@
 
 import keras
 
-_FUSED = []
-
-
 def _fused_layer_norm_tf():
     """One XLA kernel for LayerNorm over the last axis (float32 statistics), forward and backward."""
-    if not _FUSED:
-        import tensorflow as tf
+    import tensorflow as tf
 
-        def fused(x, gamma, beta, epsilon):
-            xf = tf.cast(x, tf.float32)
-            mean, variance = tf.nn.moments(xf, axes=[-1], keepdims=True)
-            y = (xf - mean) * tf.math.rsqrt(variance + epsilon) * gamma + beta
-            return tf.cast(y, x.dtype)
+    from bert_keras.layers.fused import _compiled
 
-        _FUSED.append(tf.function(fused, jit_compile=True, reduce_retracing=True))
-    return _FUSED[0]
+    def fused(x, gamma, beta, epsilon):
+        xf = tf.cast(x, tf.float32)
+        mean, variance = tf.nn.moments(xf, axes=[-1], keepdims=True)
+        y = (xf - mean) * tf.math.rsqrt(variance + epsilon) * gamma + beta
+        return tf.cast(y, x.dtype)
+
+    return _compiled("layer_norm", fused)
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
