@@ -431,21 +431,28 @@ def minilm2_dir(workdir, minilm_dir, vocab_path):
     return _save(workdir / "minilm2", model, vocab_path, task="classification", labels=["negative", "positive"])
 
 
+def _quantized_on_real_lines(model_dir, out_dir, quantize, length=64):
+    """Exports ``model_dir`` as a calibrated TFLite ids model (calibrated on every other real
+    English line) and runs it and the Keras model on the other lines, padded to ``length``.
+    Returns (held-out lines, their features, export paths, TFLite logits, Keras logits)."""
+    lines = _english_lines()
+    calibration, held_out = lines[0::2], lines[1::2]
+    model = load_checkpoint(model_dir, task="classification")
+    tok = BertTokenizer.from_vocab(os.path.join(model_dir, "vocab.txt"), lower_case=True)
+    feats = {k: v.numpy() for k, v in tok(tf.constant(held_out), seq_len=length).items()}
+    want = np.asarray(model(feats, training=False))
+    paths = export_tflite(model_dir, str(out_dir), quantize=quantize, calibration_texts=calibration,
+                          text_model=False, max_seq_len=length)
+    return held_out, feats, paths, TFLiteModel(paths["ids"])(**feats)["logits"], want
+
+
 def test_full_int8_stays_close_to_float32_on_real_attention(minilm2_dir, workdir):
     # Real sentences of varied length, so most rows are padded: with the padding
     # mask added as a -10,000 bias, the int8 scale of the scores (~40) erased
     # every real score and the logits drifted by about the logits' own spread.
-    lines = _english_lines()
-    calibration, held_out = lines[0::2], lines[1::2]
-    model = load_checkpoint(minilm2_dir, task="classification")
-    tok = BertTokenizer.from_vocab(os.path.join(minilm2_dir, "vocab.txt"), lower_case=True)
-    length = 64
-    feats = {k: v.numpy() for k, v in tok(tf.constant(held_out), seq_len=length).items()}
+    held_out, feats, paths, got, want = _quantized_on_real_lines(minilm2_dir, workdir / "int8_real", "int8")
+    length = feats["padding_mask"].shape[1]
     assert feats["padding_mask"].sum(-1).min() < length // 2 and feats["padding_mask"][:, -1].mean() < 0.5
-    want = np.asarray(model(feats, training=False))
-    paths = export_tflite(minilm2_dir, str(workdir / "int8_real"), quantize="int8", calibration_texts=calibration,
-                          text_model=False, max_seq_len=length)
-    got = TFLiteModel(paths["ids"])(**feats)["logits"]
     err = np.abs(got - want).mean() / want.std()
     agree = np.mean(got.argmax(-1) == want.argmax(-1))
     print(f"full int8 vs float32 on {len(held_out)} held-out lines: mean |logit error| / logit std = {err:.3f}, "
@@ -470,17 +477,8 @@ def test_int8_mixed_keeps_the_residual_stream_float_and_tracks_float32(minilm2_d
     # LayerNorms and FFN output dense float must cut it below plain int8's.
     # (Two layers show little of it: on the 6-layer fine-tuned model the same
     # change takes dev agreement with float32 from 86.0% to 96.9%, README.)
-    lines = _english_lines()
-    calibration, held_out = lines[0::2], lines[1::2]
-    model = load_checkpoint(minilm2_dir, task="classification")
-    tok = BertTokenizer.from_vocab(os.path.join(minilm2_dir, "vocab.txt"), lower_case=True)
-    length = 64
-    feats = {k: v.numpy() for k, v in tok(tf.constant(held_out), seq_len=length).items()}
-    want = np.asarray(model(feats, training=False))
-    paths = export_tflite(minilm2_dir, str(workdir / "int8_mixed"), quantize="int8_mixed",
-                          calibration_texts=calibration, text_model=False, max_seq_len=length)
+    held_out, _, paths, got, want = _quantized_on_real_lines(minilm2_dir, workdir / "int8_mixed", "int8_mixed")
     assert os.path.basename(paths["ids"]) == "model_int8_mixed.tflite"
-    got = TFLiteModel(paths["ids"])(**feats)["logits"]
     err = np.abs(got - want).mean() / want.std()
     print(f"int8_mixed vs float32 on {len(held_out)} held-out lines: mean |logit error| / logit std = {err:.3f}")
     ops = _op_dtypes(paths["ids"])
