@@ -120,3 +120,35 @@ def test_pretraining_cross_entropy_equals_tensorflows():
         results.append((ce.numpy(), tape.gradient(loss, logits).numpy()))
     np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(results[0][1], results[1][1], atol=1e-6)
+
+
+@pytest.mark.parametrize("onednn", [True, False])
+def test_masked_softmax_dropout_equals_float32_math(monkeypatch, onednn):
+    """The fused attention softmax (oneDNN softmax on bf16 scores, or float32 without oneDNN)
+    against float32 math: masked keys get exactly 0, kept probabilities and the gradient agree
+    to bf16 rounding, and dropout keeps exactly the elements whose bits pass the threshold."""
+    from bert_keras.layers.dropout import keep_threshold
+
+    monkeypatch.setitem(fused._CACHE, "onednn", onednn)
+    rng = np.random.default_rng(0)
+    scores32 = tf.constant(rng.normal(0, 3, (2, 3, 16, 16)).astype("float32"))
+    scores = tf.cast(scores32, tf.bfloat16)
+    padding = np.ones((2, 16), np.float32)
+    padding[1, 11:] = 0
+    bias = tf.constant((1 - padding)[:, None, None, :] * -10000.0)
+    bits = tf.constant(rng.integers(0, 2**16, (2, 3, 16, 16)).astype(np.uint16))
+    threshold, scale = tf.constant(keep_threshold(0.1), tf.uint16), tf.constant(1 / 0.9)
+    dy = tf.constant(rng.normal(size=(2, 3, 16, 16)).astype("float32"))
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([scores, scores32])
+        out = fused.masked_softmax_dropout(scores, bias, bits, threshold, scale)
+        keep = tf.cast(bits >= threshold, tf.float32)
+        ref = tf.nn.softmax(tf.cast(scores, tf.float32) + bias) * keep * scale
+    grad = tape.gradient(out, scores, output_gradients=tf.cast(dy, tf.bfloat16))
+    grad_ref = tape.gradient(ref, scores, output_gradients=dy)
+    out, ref = tf.cast(out, tf.float32).numpy(), ref.numpy()
+    assert np.all(out[1, :, :, 11:] == 0)
+    np.testing.assert_array_equal(out != 0, ref != 0)
+    np.testing.assert_allclose(out, ref, rtol=8e-3, atol=1e-6)
+    grad, grad_ref = tf.cast(grad, tf.float32).numpy(), tf.cast(grad_ref, tf.float32).numpy()
+    assert np.linalg.norm(grad - grad_ref) / np.linalg.norm(grad_ref) < 1e-2
