@@ -152,3 +152,22 @@ def test_masked_softmax_dropout_equals_float32_math(monkeypatch, onednn):
     np.testing.assert_allclose(out, ref, rtol=8e-3, atol=1e-6)
     grad, grad_ref = tf.cast(grad, tf.float32).numpy(), tf.cast(grad_ref, tf.float32).numpy()
     assert np.linalg.norm(grad - grad_ref) / np.linalg.norm(grad_ref) < 1e-2
+
+
+def test_bf16_gelu_and_its_written_out_gradient_follow_the_erf_form():
+    import math
+
+    from bert_keras.layers import gelu
+
+    values = np.linspace(-5, 5, 201).astype("float32")
+    x = tf.constant(values, tf.bfloat16)
+    dy = tf.constant(np.linspace(0.5, 2, 201).astype("float32"), tf.bfloat16)
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = gelu(x)
+    grad = tf.cast(tape.gradient(y, x, output_gradients=dy), tf.float32).numpy()
+    xs = tf.cast(x, tf.float32).numpy().astype("float64")  # the bf16-rounded inputs
+    cdf = np.array([0.5 * (1 + math.erf(v / math.sqrt(2))) for v in xs])
+    pdf = np.exp(-0.5 * xs ** 2) / math.sqrt(2 * math.pi)
+    np.testing.assert_allclose(tf.cast(y, tf.float32).numpy(), xs * cdf, rtol=8e-3, atol=1e-6)
+    np.testing.assert_allclose(grad, tf.cast(dy, tf.float32).numpy() * (cdf + xs * pdf), rtol=8e-3, atol=1e-6)
