@@ -122,17 +122,17 @@ def test_pretraining_cross_entropy_equals_tensorflows():
     np.testing.assert_allclose(results[0][1], results[1][1], atol=1e-6)
 
 
-@pytest.mark.parametrize("onednn", [True, False])
-def test_masked_softmax_dropout_equals_float32_math(monkeypatch, onednn):
-    """The fused attention softmax (oneDNN softmax on bf16 scores, or float32 without oneDNN)
-    against float32 math: masked keys get exactly 0, kept probabilities and the gradient agree
+@pytest.mark.parametrize("onednn,dtype", [(True, "bfloat16"), (False, "bfloat16"), (True, "float16")])
+def test_masked_softmax_dropout_equals_float32_math(monkeypatch, onednn, dtype):
+    """The fused attention softmax (oneDNN softmax on bf16 scores; float32 without oneDNN and
+    for float16) against float32 math: masked keys get exactly 0, kept probabilities and the gradient agree
     to bf16 rounding, and dropout keeps exactly the elements whose bits pass the threshold."""
     from bert_keras.layers.dropout import keep_threshold
 
     monkeypatch.setitem(fused._CACHE, "onednn", onednn)
     rng = np.random.default_rng(0)
     scores32 = tf.constant(rng.normal(0, 3, (2, 3, 16, 16)).astype("float32"))
-    scores = tf.cast(scores32, tf.bfloat16)
+    scores = tf.cast(scores32, dtype)
     padding = np.ones((2, 16), np.float32)
     padding[1, 11:] = 0
     bias = tf.constant((1 - padding)[:, None, None, :] * -10000.0)
@@ -140,11 +140,11 @@ def test_masked_softmax_dropout_equals_float32_math(monkeypatch, onednn):
     threshold, scale = tf.constant(keep_threshold(0.1), tf.uint16), tf.constant(1 / 0.9)
     dy = tf.constant(rng.normal(size=(2, 3, 16, 16)).astype("float32"))
     with tf.GradientTape(persistent=True) as tape:
-        tape.watch([scores, scores32])
+        tape.watch(scores)
         out = fused.masked_softmax_dropout(scores, bias, bits, threshold, scale)
         keep = tf.cast(bits >= threshold, tf.float32)
         ref = tf.nn.softmax(tf.cast(scores, tf.float32) + bias) * keep * scale
-    grad = tape.gradient(out, scores, output_gradients=tf.cast(dy, tf.bfloat16))
+    grad = tape.gradient(out, scores, output_gradients=tf.cast(dy, dtype))
     grad_ref = tape.gradient(ref, scores, output_gradients=dy)
     out, ref = tf.cast(out, tf.float32).numpy(), ref.numpy()
     assert np.all(out[1, :, :, 11:] == 0)

@@ -149,7 +149,7 @@ def qkv_heads(qkv, num_heads, query_scale):
 def masked_softmax_dropout(scores, attention_bias, bits, threshold, scale):
     """Dropout(softmax(scores + bias)) in scores' dtype.  scores [B, N, Lq, Lk], bias [B, 1, 1, Lk].
 
-    The softmax is TensorFlow's: with oneDNN (TensorFlow's x86 default) on the 16-bit scores,
+    The softmax is TensorFlow's: with oneDNN (TensorFlow's x86 default) on bf16 scores,
     which computes max, exp and sum in float32 and rounds the probabilities once (the same
     numbers as casting to float32 first); otherwise on float32 scores.  XLA's exp and its
     reductions over the keys were twice as slow at 512 tokens.  The dropout and the backward
@@ -160,11 +160,11 @@ def masked_softmax_dropout(scores, attention_bias, bits, threshold, scale):
 
     @tf.custom_gradient
     def fn(scores):
-        if _onednn():
+        if scores.dtype == tf.bfloat16 and _onednn():
             probs = tf.nn.softmax(scores + tf.cast(attention_bias, scores.dtype), axis=-1)
         else:
-            probs = tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32) + tf.cast(attention_bias, tf.float32), axis=-1),
-                            scores.dtype)
+            logits = tf.cast(scores, tf.float32) + tf.cast(attention_bias, tf.float32)
+            probs = tf.cast(tf.nn.softmax(logits, axis=-1), scores.dtype)
         out = probs if bits is None else _compiled("dropout", _dropout)(probs, bits, threshold, scale)
 
         def grad(dy):
