@@ -24,8 +24,11 @@ import os
 import time
 
 
-def build_init(arm, checkpoint, folder, dropout, seed):
-    """Writes the arm's initial encoder (fine-tuning dropout set) to ``folder``."""
+def build_init(arm, checkpoint, folder, dropout, seed, reinit_pooler=False):
+    """Writes the arm's initial encoder (fine-tuning dropout set) to ``folder``.
+
+    ``reinit_pooler``: the pre-trained arm keeps the fresh initialisation's pooler instead of
+    the NSP-trained one (the random arm is unchanged by it)."""
     import keras
 
     import bert_keras as bk
@@ -35,7 +38,10 @@ def build_init(arm, checkpoint, folder, dropout, seed):
     keras.utils.set_random_seed(seed)
     encoder = bk.BertEncoder(cfg)
     if arm == "pretrained":
+        fresh_pooler = [w.numpy() for w in encoder.pooler.weights]
         encoder.set_weights(source.get_weights())
+        if reinit_pooler:
+            encoder.pooler.set_weights(fresh_pooler)
     bk.save_checkpoint(encoder, folder, vocab_path=os.path.join(checkpoint, "vocab.txt"),
                        lower_case=getattr(source, "lower_case", None))
     return folder
@@ -51,6 +57,8 @@ def main(argv=None):
     p.add_argument("--seq-len", type=int, default=64)
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--arms", nargs="+", default=["pretrained", "random"], choices=["pretrained", "random"])
+    p.add_argument("--reinit-pooler", action="store_true",
+                   help="pre-trained arm: a freshly initialised pooler instead of the NSP-trained one")
     p.add_argument("--limit", type=int, default=0, help="first N train/dev examples only (smoke test)")
     p.add_argument("--out", default="runs/transfer_rotten_tomatoes")
     args = p.parse_args(argv)
@@ -74,13 +82,15 @@ def main(argv=None):
     summary = {"checkpoint": os.path.abspath(args.checkpoint), "train_examples": len(train),
                "dev_examples": len(dev), "epochs": args.epochs, "batch_size": args.batch_size,
                "max_seq_len": args.seq_len, "dropout": args.dropout, "seeds": args.seeds,
+               "reinit_pooler": args.reinit_pooler,
                "score": "dev accuracy (%) after the last epoch", "results": {}}
     for lr in args.lr:
         per_lr = summary["results"].setdefault(f"{lr:g}", {})
         for seed in args.seeds:
             for arm in args.arms:
                 run = os.path.join(args.out, f"{arm}_lr{lr:g}_seed{seed}")
-                init = build_init(arm, args.checkpoint, os.path.join(run, "init"), args.dropout, seed)
+                init = build_init(arm, args.checkpoint, os.path.join(run, "init"), args.dropout, seed,
+                                  args.reinit_pooler)
                 t = time.time()
                 result = finetune("classification", train, dev, init, run, epochs=args.epochs,
                                   batch_size=args.batch_size, learning_rate=lr, max_seq_len=args.seq_len,
