@@ -31,9 +31,7 @@ def _fused_gelu_tf():
 
     def backward(x, dy):  # d/dx x Phi(x) = Phi(x) + x phi(x), in float32
         xf = tf.cast(x, tf.float32)
-        cdf = 0.5 * (1.0 + tf.math.erf(xf * 0.7071067811865476))
-        pdf = tf.exp(-0.5 * tf.square(xf)) * 0.3989422804014327
-        return tf.cast(tf.cast(dy, tf.float32) * (cdf + xf * pdf), x.dtype)
+        return tf.cast(tf.cast(dy, tf.float32) * (_normal_cdf(xf) + xf * _normal_pdf(xf)), x.dtype)
 
     # The gradient written out as one XLA kernel: autodiff of the XLA forward made a
     # backward three times slower than this one (21 vs 11 ms fwd+bwd on [16, 128, 3072]).
@@ -47,15 +45,24 @@ def _fused_gelu_tf():
     return fused
 
 
+def _normal_cdf(x):
+    """Phi(x), the standard normal CDF (erf form)."""
+    return 0.5 * (1.0 + ops.erf(x * 0.7071067811865476))
+
+
+def _normal_pdf(x):
+    """phi(x), the standard normal density."""
+    return ops.exp(-0.5 * ops.square(x)) * 0.3989422804014327
+
+
 @ops.custom_gradient
 def _gelu_in_float32(x):
     xf = ops.cast(x, "float32")
-    cdf = 0.5 * (1.0 + ops.erf(xf * 0.7071067811865476))
+    cdf = _normal_cdf(xf)
 
     def grad(*args, upstream=None):
         upstream = args[0] if upstream is None else upstream
-        pdf = ops.exp(-0.5 * ops.square(xf)) * 0.3989422804014327  # phi(x)
-        return ops.cast(ops.cast(upstream, "float32") * (cdf + xf * pdf), x.dtype)
+        return ops.cast(ops.cast(upstream, "float32") * (cdf + xf * _normal_pdf(xf)), x.dtype)
 
     return ops.cast(xf * cdf, x.dtype), grad
 

@@ -14,15 +14,9 @@ def keep_threshold(rate):
 
 def _apply_mask_tf():
     """One XLA kernel each way: y = where(bits >= threshold, x * scale, 0); dy/dx reuses the bits."""
-    import tensorflow as tf
+    from bert_keras.layers.fused import _compiled, _dropout
 
-    from bert_keras.layers.fused import _compiled
-
-    def apply(x, bits, threshold, scale):
-        keep = bits >= threshold
-        return tf.where(keep, x * tf.cast(scale, x.dtype), tf.zeros_like(x))
-
-    return _compiled("dropout_apply", apply)
+    return _compiled("dropout_apply", _dropout)
 
 
 def random_bits_tf(shape, seed):

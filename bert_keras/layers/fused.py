@@ -165,7 +165,7 @@ def masked_softmax_dropout(scores, attention_bias, bits, threshold, scale):
         else:
             logits = tf.cast(scores, tf.float32) + tf.cast(attention_bias, tf.float32)
             probs = tf.cast(tf.nn.softmax(logits, axis=-1), scores.dtype)
-        out = probs if bits is None else _compiled("dropout", _dropout)(probs, bits, threshold, scale)
+        out = probs if bits is None else _compiled("dropout_apply", _dropout)(probs, bits, threshold, scale)
 
         def grad(dy):
             return _compiled("softmax_dropout_backward", _softmax_dropout_backward)(
