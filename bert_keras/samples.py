@@ -662,6 +662,66 @@ def rotten_tomatoes_split(seed=0, path=None):
             ([texts[i] for i in dev], [labels[i] for i in dev]))
 
 
+def rotten_tomatoes_documents(seed=0, path=None, include_plots=True):
+    """Unlabelled in-domain text for pre-training: the training split's snippets, by film.
+
+    The snippets of `rotten_tomatoes_split(seed)`'s **training** half only (no labels, no
+    dev snippet), grouped into one document per film (column ``movie_name``), each film's
+    document led by its ``plot`` synopsis split into sentences when ``include_plots``
+    (the synopses are not among the 12,808 polarity examples).  Films appear in file
+    order, snippets in file order within a film.
+
+    Returns:
+      list of documents, each a list of sentences (str): Google's pre-training format
+      once joined with newlines and blank lines (`write_rotten_tomatoes_text`).
+    """
+    import numpy as np
+
+    path = pathlib.Path(path) if path else fetch("rotten_tomatoes")
+    opener = bz2.open if path.name.endswith(".bz2") else open
+    with opener(path, "rt", encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        for field in ("category", "text", "movie_name"):
+            if field not in (reader.fieldnames or []):
+                raise DataError(f"{path}: missing column {field!r}")
+        rows = [(row["category"], row["movie_name"], row["text"]) for row in reader]
+    reviews = [(movie, text) for category, movie, text in rows if category != "plot"]
+    if len(reviews) != ROTTEN_TOMATOES_SIZE:
+        raise DataError(f"{path}: {len(reviews)} review snippets, expected {ROTTEN_TOMATOES_SIZE}")
+    # The same permutation as rotten_tomatoes_split: dev = perm[:2562] is left out.
+    train = set(np.random.default_rng(seed).permutation(len(reviews))[ROTTEN_TOMATOES_DEV_SIZE:].tolist())
+    films = {}
+    if include_plots:
+        for category, movie, text in rows:
+            if category == "plot":
+                films.setdefault(movie, []).extend(split_sentences(" ".join(text.split())))
+    for i, (movie, text) in enumerate(reviews):
+        if i in train:
+            films.setdefault(movie, []).append(" ".join(text.split()))
+    return [doc for doc in films.values() if doc]
+
+
+def write_rotten_tomatoes_text(out_path, seed=0, path=None, include_plots=True):
+    """Writes `rotten_tomatoes_documents` to ``out_path`` (a sentence a line, a blank line
+    between films) atomically and returns the path; an existing file is kept."""
+    out_path = pathlib.Path(out_path)
+    if out_path.exists():
+        return out_path
+    docs = rotten_tomatoes_documents(seed, path, include_plots)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
+    tmp.write_text("\n\n".join("\n".join(d) for d in docs) + "\n", encoding="utf-8")
+    os.replace(tmp, out_path)
+    return out_path
+
+
+def rotten_tomatoes_train_text(cache_dir=None):
+    """Path of the cached `write_rotten_tomatoes_text` file (seed 0, synopses included):
+    ``sample:rotten_tomatoes_train_text`` in a pre-training recipe."""
+    source = fetch("rotten_tomatoes", cache_dir)
+    return write_rotten_tomatoes_text(source.parent / "train_text_seed0.r1.txt", seed=0, path=source)
+
+
 def load_movie_snippets(path=None):
     """Loads VADER's movie review snippets with their mean human sentiment score.
 

@@ -92,6 +92,30 @@ def test_rotten_tomatoes_split_is_the_documented_permutation():
     assert tr_y == [labels[i] for i in perm[2562:]]
 
 
+def test_rotten_tomatoes_documents_hold_training_text_only(tmp_path):
+    """The in-domain pre-training text: every training snippet, no dev snippet, by film."""
+    (tr_x, _), (dev_x, _) = samples.rotten_tomatoes_split()
+    norm = lambda t: " ".join(t.split())  # noqa: E731
+    docs = samples.rotten_tomatoes_documents(include_plots=False)
+    lines = [s for d in docs for s in d]
+    assert sorted(lines) == sorted(norm(t) for t in tr_x)
+    # Dev snippets appear only where the corpus repeats the same sentence in train.
+    leaked = {norm(t) for t in dev_x} & set(lines)
+    assert leaked == {norm(t) for t in dev_x} & {norm(t) for t in tr_x} and len(leaked) == 18
+    with bz2.open(samples.fetch("rotten_tomatoes"), "rt", encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    films = collections.defaultdict(set)  # a few sentences are reviews of several films
+    for r in rows:
+        if r["category"] != "plot":
+            films[norm(r["text"])].add(r["movie_name"])
+    assert all(set.intersection(*(films[s] for s in d)) for d in docs)  # one film a document
+    assert len(docs) == len({r["movie_name"] for r in rows if r["category"] != "plot"}) == 508
+    with_plots = samples.rotten_tomatoes_documents()
+    assert sum(map(len, with_plots)) > len(lines) and len(with_plots) > len(docs)
+    path = samples.write_rotten_tomatoes_text(tmp_path / "rt.txt", include_plots=False)
+    assert path.read_text(encoding="utf-8") == "\n\n".join("\n".join(d) for d in docs) + "\n"
+
+
 def test_wnut16_loader_and_split():
     sentences = samples.load_wnut16()
     assert len(sentences) == 2394 and sum(len(s.words) for s in sentences) == 46469

@@ -59,6 +59,9 @@ def main(argv=None):
     p.add_argument("--arms", nargs="+", default=["pretrained", "random"], choices=["pretrained", "random"])
     p.add_argument("--reinit-pooler", action="store_true",
                    help="pre-trained arm: a freshly initialised pooler instead of the NSP-trained one")
+    p.add_argument("--train-size", type=int, default=0,
+                   help="fine-tune on the first N training examples only (a random subset: the split is "
+                        "already shuffled); the dev set stays whole. The low-label regime of the transfer check")
     p.add_argument("--limit", type=int, default=0, help="first N train/dev examples only (smoke test)")
     p.add_argument("--out", default="runs/transfer_rotten_tomatoes")
     args = p.parse_args(argv)
@@ -72,6 +75,10 @@ def main(argv=None):
     (tr_x, tr_y), (dev_x, dev_y) = samples.rotten_tomatoes_split(seed=0)
     if args.limit:
         tr_x, tr_y, dev_x, dev_y = tr_x[:args.limit], tr_y[:args.limit], dev_x[:args.limit], dev_y[:args.limit]
+    if args.train_size:
+        if args.train_size > len(tr_x):
+            raise SystemExit(f"--train-size {args.train_size}: only {len(tr_x)} training examples")
+        tr_x, tr_y = tr_x[:args.train_size], tr_y[:args.train_size]
     names = ("negative", "positive")
 
     def examples(texts, labels):

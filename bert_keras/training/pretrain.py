@@ -304,6 +304,8 @@ def resolve_path(value):
         from bert_keras import samples
 
         name = value[len("sample:"):]
+        if name == "rotten_tomatoes_train_text":
+            return str(samples.rotten_tomatoes_train_text())
         path = samples.fetch(name)
         if name == "minilm":
             return str(path / "vocab.txt")
