@@ -13,6 +13,7 @@ Google's pre-training text format) and caches the result.
     minilm = samples.fetch("minilm")          # Path to a Hugging Face checkpoint folder
     texts, labels = samples.load_rotten_tomatoes()
     (tr_x, tr_y), (dev_x, dev_y) = samples.rotten_tomatoes_split()
+    rt_text = samples.rotten_tomatoes_train_text()  # training snippets, unlabelled, by film
     for s in samples.list_samples():
         print(s.name, s.package, s.licence, s.description)
 
@@ -610,10 +611,29 @@ ROTTEN_TOMATOES_SIZE = 12808
 ROTTEN_TOMATOES_DEV_SIZE = 2562
 
 
+def _rotten_tomatoes_rows(path=None):
+    """(category, movie_name, text) of every row of the Rotten Tomatoes CSV, in file order;
+    category is checked to be fresh, rotten or plot."""
+    path = pathlib.Path(path) if path else fetch("rotten_tomatoes")
+    opener = bz2.open if path.name.endswith(".bz2") else open
+    rows = []
+    with opener(path, "rt", encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        for field in ("category", "text", "movie_name"):
+            if field not in (reader.fieldnames or []):
+                raise DataError(f"{path}: missing column {field!r}")
+        for row in reader:
+            if row["category"] not in ("fresh", "rotten", "plot"):
+                raise DataError(f"{path}:{reader.line_num}: field 'category': "
+                                f"unknown value {row['category']!r}")
+            rows.append((row["category"], row["movie_name"], row["text"]))
+    return rows
+
+
 def load_rotten_tomatoes(path=None):
     """Loads the Rotten Tomatoes polarity snippets.
 
-    Reads `rotten_tomatoes_corpus_full.csv.bz2` (columns category, text, ...),
+    Reads `rotten_tomatoes_corpus_full.csv.bz2` (columns category, text, movie_name, ...),
     keeps the rows whose category is not "plot", in file order.
 
     Args:
@@ -622,24 +642,8 @@ def load_rotten_tomatoes(path=None):
     Returns:
       (texts, labels): a list of 12,808 str and a list of int, 1 = fresh, 0 = rotten.
     """
-    path = pathlib.Path(path) if path else fetch("rotten_tomatoes")
-    opener = bz2.open if path.name.endswith(".bz2") else open
-    texts, labels = [], []
-    with opener(path, "rt", encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
-        for field in ("category", "text"):
-            if field not in (reader.fieldnames or []):
-                raise DataError(f"{path}: missing column {field!r}")
-        for row in reader:
-            category = row["category"]
-            if category == "plot":
-                continue
-            if category not in ("fresh", "rotten"):
-                raise DataError(f"{path}:{reader.line_num}: field 'category': "
-                                f"unknown value {category!r}")
-            texts.append(row["text"])
-            labels.append(1 if category == "fresh" else 0)
-    return texts, labels
+    reviews = [(category, text) for category, _, text in _rotten_tomatoes_rows(path) if category != "plot"]
+    return [text for _, text in reviews], [int(category == "fresh") for category, _ in reviews]
 
 
 def rotten_tomatoes_split(seed=0, path=None):
@@ -677,17 +681,11 @@ def rotten_tomatoes_documents(seed=0, path=None, include_plots=True):
     """
     import numpy as np
 
-    path = pathlib.Path(path) if path else fetch("rotten_tomatoes")
-    opener = bz2.open if path.name.endswith(".bz2") else open
-    with opener(path, "rt", encoding="utf-8", newline="") as f:
-        reader = csv.DictReader(f)
-        for field in ("category", "text", "movie_name"):
-            if field not in (reader.fieldnames or []):
-                raise DataError(f"{path}: missing column {field!r}")
-        rows = [(row["category"], row["movie_name"], row["text"]) for row in reader]
+    rows = _rotten_tomatoes_rows(path)
     reviews = [(movie, text) for category, movie, text in rows if category != "plot"]
     if len(reviews) != ROTTEN_TOMATOES_SIZE:
-        raise DataError(f"{path}: {len(reviews)} review snippets, expected {ROTTEN_TOMATOES_SIZE}")
+        raise DataError(f"{path or 'rotten_tomatoes'}: {len(reviews)} review snippets, "
+                        f"expected {ROTTEN_TOMATOES_SIZE}")
     # The same permutation as rotten_tomatoes_split: dev = perm[:2562] is left out.
     train = set(np.random.default_rng(seed).permutation(len(reviews))[ROTTEN_TOMATOES_DEV_SIZE:].tolist())
     films = {}

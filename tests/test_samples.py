@@ -116,6 +116,18 @@ def test_rotten_tomatoes_documents_hold_training_text_only(tmp_path):
     assert path.read_text(encoding="utf-8") == "\n\n".join("\n".join(d) for d in docs) + "\n"
 
 
+def test_rotten_tomatoes_bad_csv_is_a_one_line_error(tmp_path):
+    bad = tmp_path / "rt.csv"
+    bad.write_text("category,text,movie_name\nfresh,Great.,x\nsplat,Odd.,x\n", encoding="utf-8")
+    for load in (samples.load_rotten_tomatoes, samples.rotten_tomatoes_documents):
+        with pytest.raises(DataError, match=r"rt.csv:3: field 'category': unknown value 'splat'") as err:
+            load(path=bad)
+        assert "\n" not in str(err.value)
+    bad.write_text("category,text\nfresh,Great.\n", encoding="utf-8")
+    with pytest.raises(DataError, match="missing column 'movie_name'"):
+        samples.rotten_tomatoes_documents(path=bad)
+
+
 def test_wnut16_loader_and_split():
     sentences = samples.load_wnut16()
     assert len(sentences) == 2394 and sum(len(s.words) for s in sentences) == 46469
