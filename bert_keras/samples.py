@@ -656,14 +656,18 @@ def rotten_tomatoes_split(seed=0, path=None):
       ((train_texts, train_labels), (dev_texts, dev_labels)): lists of str and int
       (10,246 train and 2,562 dev examples).
     """
-    import numpy as np
-
     texts, labels = load_rotten_tomatoes(path)
-    perm = np.random.default_rng(seed).permutation(len(texts))
-    dev = perm[:ROTTEN_TOMATOES_DEV_SIZE]
-    train = perm[ROTTEN_TOMATOES_DEV_SIZE:]
+    train, dev = _rotten_tomatoes_split_indices(len(texts), seed)
     return (([texts[i] for i in train], [labels[i] for i in train]),
             ([texts[i] for i in dev], [labels[i] for i in dev]))
+
+
+def _rotten_tomatoes_split_indices(n, seed):
+    """(train, dev) indices of `rotten_tomatoes_split`: one permutation, dev its first 2,562."""
+    import numpy as np
+
+    perm = np.random.default_rng(seed).permutation(n)
+    return perm[ROTTEN_TOMATOES_DEV_SIZE:], perm[:ROTTEN_TOMATOES_DEV_SIZE]
 
 
 def rotten_tomatoes_documents(seed=0, path=None, include_plots=True):
@@ -679,15 +683,12 @@ def rotten_tomatoes_documents(seed=0, path=None, include_plots=True):
       list of documents, each a list of sentences (str): Google's pre-training format
       once joined with newlines and blank lines (`write_rotten_tomatoes_text`).
     """
-    import numpy as np
-
     rows = _rotten_tomatoes_rows(path)
     reviews = [(movie, text) for category, movie, text in rows if category != "plot"]
     if len(reviews) != ROTTEN_TOMATOES_SIZE:
         raise DataError(f"{path or 'rotten_tomatoes'}: {len(reviews)} review snippets, "
                         f"expected {ROTTEN_TOMATOES_SIZE}")
-    # The same permutation as rotten_tomatoes_split: dev = perm[:2562] is left out.
-    train = set(np.random.default_rng(seed).permutation(len(reviews))[ROTTEN_TOMATOES_DEV_SIZE:].tolist())
+    train = set(_rotten_tomatoes_split_indices(len(reviews), seed)[0].tolist())  # dev left out
     films = {}
     if include_plots:
         for category, movie, text in rows:

@@ -61,7 +61,7 @@ def main(argv=None):
     from bert_keras import samples
     from bert_keras.training.pretrain import resolve_path
 
-    (tr_x, tr_y), (dev_x, _) = samples.rotten_tomatoes_split(seed=0)
+    (tr_x, tr_y), (dev_x, dev_y) = samples.rotten_tomatoes_split(seed=0)
     polar = polarity_words(tr_x, tr_y)
     dev_tokens = [w for t in dev_x for w in words(t)]
     print(json.dumps({"polarity_words": len(polar), "dev_word_tokens": len(dev_tokens)}))
@@ -70,7 +70,6 @@ def main(argv=None):
             counts = collections.Counter(w for line in f for w in words(line))
         print(json.dumps({"corpus": corpus, **coverage(counts, dev_tokens, polar, args.top)}))
     if args.bag_of_words:
-        _, (_, dev_y) = samples.rotten_tomatoes_split(seed=0)
         print(json.dumps(bag_of_words_baselines(tr_x, tr_y, dev_x, dev_y)))
 
 
