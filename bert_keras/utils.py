@@ -1,9 +1,21 @@
-"""Small file helpers shared across the package: JSON in with one-line errors, atomic writes."""
+"""Small file helpers shared across the package: JSON in with one-line errors, atomic writes.
+
+Every artefact the project writes goes through `atomic_write` (one file) or
+`atomic_folder` (a folder of files): it is written to a temporary sibling,
+flushed to disk, and renamed into place, so a reader (or TF Serving polling a
+version folder) sees either the previous version or the complete new one, and
+an interrupted write leaves the previous version untouched.  Files get the
+usual permissions (0666 less the umask), not `mkstemp`'s private 0600.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import ctypes.util
 import json
 import os
+import shutil
 import tempfile
 
 from bert_keras.errors import BertKerasError
@@ -20,26 +32,139 @@ def read_json(path, error=BertKerasError):
         raise error(f"{path}: invalid JSON at line {e.lineno}: {e.msg}") from None
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_path(path) -> None:
+    """fsync a file or a folder (a folder's fsync makes a rename inside it durable)."""
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) if os.path.isdir(path) else os.O_RDONLY
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # some file systems refuse fsync on folders
+        pass
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root) -> None:
+    for folder, _, files in os.walk(root):
+        for name in files:
+            _fsync_path(os.path.join(folder, name))
+        _fsync_path(folder)
+
+
 def atomic_write(path, write):
     """Call ``write(tmp_path)`` on a temporary file in the same folder, then rename it to ``path``.
 
-    Readers never see a half-written file, and a crash leaves the previous version in place.
+    Readers never see a half-written file, and a crash leaves the previous
+    version in place.  The file is fsynced before the rename and the folder
+    after it; its mode is 0666 less the umask.
     """
+    path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".")
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
+        _fsync_path(tmp)
         os.replace(tmp, path)
+        _fsync_path(folder)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
 
 
+def write_text(path, text: str) -> None:
+    """Write ``text`` (UTF-8) atomically."""
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+    atomic_write(path, write)
+
+
 def write_json(path, obj):
     """Write ``obj`` as indented JSON, atomically."""
-    def write(tmp):
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(obj, f, indent=2)
-            f.write("\n")
-    atomic_write(path, write)
+    write_text(path, json.dumps(obj, indent=2) + "\n")
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+
+
+def _exchange(a, b) -> bool:
+    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd = -100
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE) == 0
+
+
+def replace_folder(tmp, final) -> None:
+    """Put the complete folder ``tmp`` in place of ``final`` (which may exist).
+
+    The caller must already have decided that an existing ``final`` may be
+    replaced (it is a previous version of the same artefact).  Where the
+    kernel can, the two are swapped in one step; elsewhere the old folder is
+    first renamed aside, so ``final`` is never half-written, only briefly absent.
+    The previous version is deleted only after the new one is in place.
+    """
+    tmp, final = os.fspath(tmp), os.fspath(final)
+    _fsync_tree(tmp)
+    parent = os.path.dirname(os.path.abspath(final))
+    if not os.path.lexists(final):
+        os.replace(tmp, final)
+    elif _exchange(tmp, final):
+        shutil.rmtree(tmp)  # now holds the previous version
+    else:
+        old = tempfile.mkdtemp(prefix="." + os.path.basename(final) + ".old-", dir=parent)
+        os.rmdir(old)
+        os.replace(final, old)
+        os.replace(tmp, final)
+        shutil.rmtree(old, ignore_errors=True)
+    _fsync_path(parent)
+
+
+@contextlib.contextmanager
+def atomic_folder(final, may_replace=None):
+    """Write a folder as a whole: ``with atomic_folder(out) as tmp: <write files into tmp>``.
+
+    The body writes into a fresh temporary sibling of ``final``; when it
+    finishes without an exception the sibling replaces ``final`` (see
+    `replace_folder`); on an exception it is removed and ``final`` is untouched.
+
+    Args:
+      final: the folder to produce.
+      may_replace: called with ``final`` when it already exists and is not
+        empty; it returns normally when the existing folder may be replaced
+        (it is a previous version of this artefact) and raises otherwise.
+        Without it, an existing non-empty ``final`` is an error: nothing is
+        deleted that this call did not write.
+    """
+    final = os.fspath(final)
+    if os.path.isdir(final) and os.listdir(final):
+        if may_replace is None:
+            raise BertKerasError(f"{final}: folder exists and is not empty; refusing to replace it")
+        may_replace(final)
+    elif os.path.lexists(final) and not os.path.isdir(final):
+        raise BertKerasError(f"{final}: exists and is not a folder")
+    parent = os.path.dirname(os.path.abspath(final))
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="." + os.path.basename(os.path.abspath(final)) + ".tmp-", dir=parent)
+    os.chmod(tmp, 0o777 & ~_umask())
+    try:
+        yield tmp
+        replace_folder(tmp, final)
+    finally:
+        if os.path.exists(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
