@@ -3,14 +3,22 @@
 Each subcommand lives in its own module of this package and exposes
 ``add_arguments(parser)`` and ``run(args) -> int``.  Errors for bad input are
 one line on stderr with a non-zero exit status; ``--debug`` shows tracebacks.
+
+TensorFlow's, absl's and LiteRT's own log lines are hidden unless ``--debug``
+is given (see `quiet_native_logs`).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import logging
 import os
+import re
 import sys
+import threading
+import warnings
 
 # name -> (module, one-line help)
 SUBCOMMANDS = {
@@ -76,9 +84,94 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# A line of native (C++) logging: absl/glog ("W0000 00:00:1796159490.354522  7421 file.cc:364] ..."),
+# TensorFlow's own ("2026-01-01 12:00:00.000000: I tensorflow/core/...cc:153] ..."), absl's
+# pre-initialisation notice, LiteRT's ("INFO: Created TensorFlow Lite XNNPACK delegate for CPU.")
+# and the second line of TensorFlow's CPU-feature notice.
+NATIVE_LOG_LINE = re.compile(
+    r"(?:[IWEF]\d{4} \d\d:\d\d:\d+\.\d+\s+\d+ \S+:\d+\] "
+    r"|\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+: [IWEF] \S+:\d+\] "
+    r"|WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"
+    r"|(?:INFO|VERBOSE): "
+    r"|WARNING: .*(?:TensorFlow Lite|XNNPACK|LiteRT)"
+    r"|To enable the following instructions: .* rebuild TensorFlow)")
+
+
+def _quiet_python_logs():
+    """TensorFlow's and absl's Python loggers and warnings: errors only."""
+    logging.getLogger("tensorflow").setLevel(logging.ERROR)
+    try:  # absl makes its logger class itself: set its verbosity through absl (no TensorFlow import)
+        from absl import logging as absl_logging
+    except ImportError:
+        pass
+    else:
+        absl_logging.set_verbosity(absl_logging.ERROR)
+    for module in ("tensorflow", "absl", "ai_edge_litert", "tensorflow_text"):
+        warnings.filterwarnings("ignore", module=module)
+
+
+@contextlib.contextmanager
+def quiet_native_logs():
+    """Drops native log lines written straight to file descriptor 2 while the block runs.
+
+    The TFLite converter, XLA and LiteRT log through absl/glog in C++, which neither
+    TF_CPP_MIN_LOG_LEVEL nor Python can silence.  So fd 2 becomes a pipe whose reader
+    thread passes every other line on to the real stderr, while Python's `sys.stderr`
+    writes to the real stderr directly (so error lines, progress and `isatty()` are
+    unchanged).  Child processes inherit the filtered fd 2.
+    """
+    try:
+        sys.stderr.flush()
+        real = os.dup(2)
+        read_end, write_end = os.pipe()
+    except (OSError, AttributeError, ValueError):  # no usable fd 2: nothing to filter
+        yield
+        return
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    python_stderr = sys.stderr
+    sys.stderr = open(real, "w", buffering=1, encoding=getattr(python_stderr, "encoding", None) or "utf-8",
+                      errors="backslashreplace", closefd=False)
+
+    def pump():
+        pending = b""
+        with open(read_end, "rb", buffering=0) as pipe:
+            while True:
+                chunk = pipe.read(65536)
+                if not chunk:
+                    break
+                *lines, pending = (pending + chunk).split(b"\n")
+                for line in lines:
+                    if not NATIVE_LOG_LINE.match(line.decode("utf-8", "replace")):
+                        os.write(real, line + b"\n")
+        if pending and not NATIVE_LOG_LINE.match(pending.decode("utf-8", "replace")):
+            os.write(real, pending)
+
+    reader = threading.Thread(target=pump, name="bert-keras-stderr-filter", daemon=True)
+    reader.start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        sys.stderr = python_stderr
+        os.dup2(real, 2)  # closes the pipe's last write end here: the reader sees end of file
+        reader.join(timeout=5)  # a child still holding the pipe must not hang the exit
+        os.close(real)
+
+
 def main(argv=None) -> int:
+    """`bert-keras ARGS`; argv None: the process's own arguments, with native logs filtered."""
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     # Level 3 also hides the C++ "failed call to cuInit" line on machines without a GPU.
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3" if "--debug" not in (argv or sys.argv) else "1")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if debug else "3")
+    if not debug:
+        _quiet_python_logs()
+    # Only as the process's entry point: an in-process caller keeps its own stderr.
+    with quiet_native_logs() if argv is None and not debug else contextlib.nullcontext():
+        return _main(argv)
+
+
+def _main(argv) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "_run", None):
