@@ -64,7 +64,7 @@ def test_real_minilm_matches_hugging_face_bert_model(minilm_dir, minilm_batch, h
 
 
 def test_keras_hub_distance_to_hugging_face_is_reported(minilm_dir, minilm_batch, hf_minilm_out):
-    """keras-hub reads the same folder; we print its distance next to ours (README table)."""
+    """keras-hub reads the same folder; we print its distance next to ours (docs/results.md)."""
     keras_hub = pytest.importorskip("keras_hub")
     backbone = keras_hub.models.BertBackbone.from_preset(minilm_dir)
     out = backbone({"token_ids": minilm_batch["token_ids"], "segment_ids": minilm_batch["segment_ids"],

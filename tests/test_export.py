@@ -212,7 +212,7 @@ def test_in_tflite_tokenizer_agreement_with_google_on_the_corpus(vocab_path):
     result = tokenizer_exact_match(vocab_path, True, lines, seq_len=128)
     print(f"in-TFLite tokenizer exact match vs Google FullTokenizer: {result['exact']}/{result['lines']} "
           f"= {result['rate']:.1f}%")
-    # plain English agrees fully; the rate over the whole multilingual corpus is measured (README)
+    # plain English agrees fully; the rate over the whole multilingual corpus is measured (docs/results.md)
     english = [ln for ln in lines if ln.isascii() and not any(ord(c) < 32 for c in ln)][:40]
     assert tokenizer_exact_match(vocab_path, True, english, seq_len=128)["rate"] == 100.0
     assert result["rate"] >= 80.0
@@ -476,7 +476,7 @@ def test_int8_mixed_keeps_the_residual_stream_float_and_tracks_float32(minilm2_d
     # whose error (0.145) is bounded there at 0.25: keeping the residual adds,
     # LayerNorms and FFN output dense float must cut it below plain int8's.
     # (Two layers show little of it: on the 6-layer fine-tuned model the same
-    # change takes dev agreement with float32 from 86.0% to 96.9%, README.)
+    # change takes dev agreement with float32 from 86.0% to 96.9%, docs/results.md.)
     held_out, _, paths, got, want = _quantized_on_real_lines(minilm2_dir, workdir / "int8_mixed", "int8_mixed")
     assert os.path.basename(paths["ids"]) == "model_int8_mixed.tflite"
     err = np.abs(got - want).mean() / want.std()
