@@ -117,3 +117,51 @@ def test_tracked_files_carry_no_process_words():
     hits = find_process_words(_tracked_text_files())
     listing = "\n".join(f"{path}:{number}: [{why}] {line}" for path, number, why, line in hits)
     assert not hits, f"{len(hits)} line(s) speak of how the project was made:\n{listing}"
+
+
+# --------------------------------------------------------------------------- the docs hold together
+DOCS = ["README.md", "docs/results.md", "docs/design.md", "docs/tokenizer.md", "benchmarks/README.md",
+        "training/README.md", "colab/README.md", "export/README.md"]
+
+
+def _github_anchor(heading):
+    """The anchor GitHub gives a Markdown heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_doc_links_point_at_existing_files_and_headings():
+    broken = []
+    for doc in DOCS:
+        path = os.path.join(ROOT, doc)
+        if not os.path.exists(path):
+            broken.append(f"{doc}: missing")
+            continue
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        for number, line in enumerate(text.splitlines(), 1):
+            for target in re.findall(r"\]\(([^)\s]+)\)", line):
+                if re.match(r"[a-z]+:", target):  # https:, mailto:
+                    continue
+                file_part, _, anchor = target.partition("#")
+                full = os.path.normpath(os.path.join(os.path.dirname(path), file_part)) if file_part else path
+                if not os.path.exists(full):
+                    broken.append(f"{doc}:{number}: {target}: no such file")
+                elif anchor:
+                    with open(full, encoding="utf-8") as f:
+                        anchors = {_github_anchor(h) for h in re.findall(r"^#+ (.*)$", f.read(), re.M)}
+                    if anchor not in anchors:
+                        broken.append(f"{doc}:{number}: {target}: no such heading")
+    assert not broken, "\n".join(broken)
+
+
+def test_readme_is_a_product_readme_whose_results_link_to_their_tables():
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    assert len(lines) <= 220, f"README.md has {len(lines)} lines"
+    # CI runs the README's test command (.ci/run -> make test)
+    assert any(line.startswith("make test") and "python -m pytest -q tests" in line for line in lines)
+    start = lines.index("## Results")
+    rows = [line for line in lines[start:] if line.startswith("| ") and not line.startswith("| ---")][1:]
+    rows = rows[:next((i for i, r in enumerate(rows) if r.startswith("| sample ")), len(rows))]
+    assert len(rows) >= 8
+    assert [r for r in rows if "](docs/results.md#" not in r] == []
