@@ -18,6 +18,7 @@ from bert_keras.data import masking, pairs
 from bert_keras.data import pretraining_dataset
 from bert_keras.data.corpus import Corpus
 from bert_keras.errors import DataError
+from tests.conftest import unavailable
 
 TOKENS_WANTED = 110_000  # WordPiece tokens of real text for the statistics tests
 
@@ -54,7 +55,7 @@ def wiki_documents(google):
     try:
         path = samples.fetch("wiki")
     except DataError as e:
-        pytest.skip(f"wiki sample unavailable (needs PyPI for gensim==4.4.0): {e}")
+        unavailable(f"wiki sample unavailable (needs PyPI for gensim==4.4.0): {e}")
     documents, document, tokens = [], [], 0
     for line in open(path, encoding="utf-8"):
         line = line.strip()
