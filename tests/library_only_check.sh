@@ -14,7 +14,8 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 PY=${PY:-python3}
 VENV=${LIBRARY_VENV:-.venv-library}
-BIN=$ROOT/$VENV/bin
+case $VENV in /*) ;; *) VENV=$ROOT/$VENV ;; esac
+BIN=$VENV/bin
 
 step() { printf '\n== library-only: %s\n' "$*"; }
 
@@ -38,7 +39,8 @@ for absent in ("official", "transformers", "torch", "tf_keras", "keras_hub"):
 EOF
 
 step "every import in bert_keras/ is stdlib or a declared dependency"
-"$BIN/python" tests/check_library_imports.py
+imports_ok=true
+"$BIN/python" tests/check_library_imports.py || imports_ok=false  # reported at the end; the CLI runs on
 
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
@@ -73,4 +75,8 @@ print(sys.argv[2].rsplit("/", 2)[-2:], [r["label"] for r in rows])
 EOF
 done
 
+if [ "$imports_ok" != true ]; then
+    step "FAILED: bert_keras/ imports a package that is not a declared dependency (listed above)"
+    exit 1
+fi
 step "passed"
