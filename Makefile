@@ -1,23 +1,48 @@
 # The two set-up commands of the README: `make demo` (main job) and `make test`.
+# CI (.ci/run) runs `make test`, `make test-tf221` and `make check-library-only`;
+# docs/install.md has the supported versions.
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# TensorFlow 2.21 stack for the second CI leg (tf-models-official cannot install there)
+VENV_TF221 ?= .venv-tf221
+BIN_TF221 := $(VENV_TF221)/bin
+PYTEST_ARGS ?= -q
 
-.PHONY: install demo test test-fast bench clean
+.PHONY: install install-tf221 demo test test-tf221 check-library-only clean
 
+# TensorFlow 2.20 with every reference, Google's tf-models-official included.
 $(BIN)/bert-keras: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
-	$(BIN)/pip install -e ".[test]"
+	$(BIN)/pip install -e ".[test,tf-models]" "tensorflow==2.20.*"
+	touch $@
+
+$(BIN_TF221)/bert-keras: pyproject.toml
+	$(PY) -m venv $(VENV_TF221)
+	$(BIN_TF221)/pip install --upgrade pip
+	$(BIN_TF221)/pip install -e ".[test]" "tensorflow==2.21.*" "tensorflow-text==2.21.*"
 	touch $@
 
 install: $(BIN)/bert-keras
 
+install-tf221: $(BIN_TF221)/bert-keras
+
 demo: install
 	$(BIN)/bert-keras demo
 
+# Leg 1: TensorFlow 2.20, the whole suite.
 test: install
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest $(PYTEST_ARGS) tests
+
+# Leg 2: TensorFlow 2.21; the tests that need tf-models-official (the `needs_tf_models` list in
+# tests/conftest.py) cannot run there, and the slow real-data tests ran in leg 1.
+test-tf221: install-tf221
+	$(BIN_TF221)/python -m pytest $(PYTEST_ARGS) -m "not needs_tf_models and not slow" tests
+
+# `pip install .` alone (a fresh venv, no extras): demo --fast, pretrain, export, predict.
+check-library-only:
+	PY=$(PY) bash tests/library_only_check.sh
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) $(VENV_TF221) .venv-library .pytest_cache

@@ -11,10 +11,10 @@ import pytest
 
 import bert_keras as bk
 from bert_keras.errors import BertKerasError, CheckpointError
-from tests.conftest import random_batch
+from tests.conftest import random_batch, reference
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+torch = reference("torch")
+transformers = reference("transformers")
 
 
 def _torch_inputs(x):
@@ -65,7 +65,7 @@ def test_real_minilm_matches_hugging_face_bert_model(minilm_dir, minilm_batch, h
 
 def test_keras_hub_distance_to_hugging_face_is_reported(minilm_dir, minilm_batch, hf_minilm_out):
     """keras-hub reads the same folder; we print its distance next to ours (docs/results.md)."""
-    keras_hub = pytest.importorskip("keras_hub")
+    keras_hub = reference("keras_hub")
     backbone = keras_hub.models.BertBackbone.from_preset(minilm_dir)
     out = backbone({"token_ids": minilm_batch["token_ids"], "segment_ids": minilm_batch["segment_ids"],
                     "padding_mask": minilm_batch["padding_mask"]})

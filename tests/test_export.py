@@ -14,15 +14,14 @@ import textwrap
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
-tf = pytest.importorskip("tensorflow")
-
-import bert_keras as bk  # noqa: E402
-from bert_keras.checkpoints import load_checkpoint, save_checkpoint  # noqa: E402
-from bert_keras.errors import BertKerasError  # noqa: E402
-from bert_keras.export import (TFLiteModel, export_saved_model, export_tflite, load_predictor,  # noqa: E402
+import bert_keras as bk
+from bert_keras.checkpoints import load_checkpoint, save_checkpoint
+from bert_keras.errors import BertKerasError
+from bert_keras.export import (TFLiteModel, export_saved_model, export_tflite, load_predictor,
                                tokenizer_exact_match)
-from bert_keras.text.tokenizer import BertTokenizer  # noqa: E402
+from bert_keras.text.tokenizer import BertTokenizer
 
 SEQ_LEN = 24
 SENTENCES = ["A gorgeous, witty and deeply moving film.", "the plot is a mess; the jokes fall flat",

