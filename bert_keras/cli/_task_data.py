@@ -19,8 +19,24 @@ def add_data_arguments(p):
                    help="SQuAD: train on files whose questions list several answers, using the first")
 
 
-def read_task_file(task, path, args, training):
-    """Examples of ``task`` in ``path``; SQuAD also returns the parsed JSON for the metrics."""
+def add_casing_arguments(p):
+    """--cased / --uncased -> args.lower_case (None: the checkpoint's casing, recorded or inferred)."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--cased", dest="lower_case", action="store_false", default=None,
+                   help="tokenize without lower-casing (default: what the checkpoint records, else inferred "
+                        "from Google's folder name or the vocabulary; the choice is printed)")
+    g.add_argument("--uncased", dest="lower_case", action="store_true", default=None,
+                   help="lower-case and strip accents before WordPiece")
+
+
+def read_task_file(task, path, args, training, announce=None):
+    """Examples of ``task`` in ``path``; SQuAD also returns the parsed JSON for the metrics.
+
+    `announce`: where the line naming the columns of a generic file goes
+    (default stdout; `evaluate` passes stderr, its stdout being the metrics).
+    """
+    import sys
+
     from bert_keras import tasks
 
     if task in ("classification", "regression"):
@@ -28,7 +44,7 @@ def read_task_file(task, path, args, training):
             return tasks.read_glue(args.glue_task, path), None
         examples = tasks.read_examples(path, args.text_field, args.text_b_field, args.label_field)
         # which columns were read, so that a guessed column is never a silent choice
-        print(tasks.describe_columns(path, examples))
+        print(tasks.describe_columns(path, examples), file=announce or sys.stdout)
         return examples, None
     if task == "ner":
         return tasks.read_conll(path), None
