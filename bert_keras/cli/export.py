@@ -61,7 +61,7 @@ def _calibration(path):
 def run(args) -> int:
     from bert_keras.errors import BertKerasError
 
-    if args.quantize in ("int8", "int8_mixed") and not args.calibration_file:
+    if args.format == "tflite" and args.quantize in ("int8", "int8_mixed") and not args.calibration_file:
         raise BertKerasError(f"--quantize {args.quantize} needs --calibration-file (real sentences of the "
                              "task's kind, one a line)")
     if args.format == "saved_model":
