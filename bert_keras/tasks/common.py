@@ -129,8 +129,11 @@ def text_lines(path):
                                 f"{e.start + 1})") from None
 
 
-def csv_rows(path, delimiter=","):
+def csv_rows(path, delimiter=",", quoting=csv.QUOTE_MINIMAL):
     """(header, rows) of a CSV/TSV file with a header row; rows yields (line_number, fields).
+
+    `quoting=csv.QUOTE_NONE` reads quotes as text (GLUE's TSV files, which
+    Google's readers read with `quotechar=None`).
 
     Blank rows are skipped.  Raises `DataError` naming the file for an empty
     file, and file and line for invalid UTF-8, a quote that is never closed
@@ -144,7 +147,7 @@ def csv_rows(path, delimiter=","):
             numbers.append(n)
             yield line
 
-    reader = csv.reader(feed(), delimiter=delimiter)
+    reader = csv.reader(feed(), delimiter=delimiter, quoting=quoting)
     try:
         header = next(reader, None)
     except csv.Error as e:

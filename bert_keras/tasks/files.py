@@ -17,6 +17,7 @@ does not grow two classes for one value.
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import pathlib
@@ -135,7 +136,15 @@ def read_examples(path, text_field=None, text_b_field=None, label_field=None, de
         names = list(first[1])
         records = _chain([first], records)
     elif suffix in (".csv", ".tsv", ".txt") or delimiter:
-        header, rows = csv_rows(path, delimiter or ("\t" if suffix in (".tsv", ".txt") else ","))
+        delimiter = delimiter or ("\t" if suffix in (".tsv", ".txt") else ",")
+        quoting = csv.QUOTE_MINIMAL
+        first = next(text_lines(path), None)
+        if delimiter == "\t" and first is not None and pick_columns(
+                [h.strip() for h in first[1].rstrip("\r\n").split("\t")],
+                text_field, text_b_field, label_field)[1]:
+            # GLUE's TSVs hold unbalanced quotes inside sentences: read them as text, as Google does
+            quoting = csv.QUOTE_NONE
+        header, rows = csv_rows(path, delimiter, quoting)
         names = header
         records = ((n, dict(zip(header, fields))) for n, fields in rows)
     else:
