@@ -512,7 +512,7 @@ def test_select_masking_equals_the_additive_softmax_and_is_restored(keras_clf):
         assert len(layers) == 2 and {layer.masking for layer in layers} == {"select"}
         got = np.asarray(model(feats, training=False))
     assert {layer.masking for layer in layers} == {"additive"}
-    np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+    np.testing.assert_allclose(got, want, atol=2e-6, rtol=0)  # measured 2.1e-7
     # padded keys get exactly zero weight: changing what sits under the padding changes nothing
     layer = BertSelfAttention(32, 4, attention_dropout=0.0)
     layer.masking = "select"
@@ -521,5 +521,5 @@ def test_select_masking_equals_the_additive_softmax_and_is_restored(keras_clf):
     y = np.asarray(layer(x, bias))
     x2 = x.copy()
     x2[0, 3:] = 100.0
-    np.testing.assert_allclose(np.asarray(layer(x2, bias))[0, :3], y[0, :3], atol=1e-5, rtol=0)
+    np.testing.assert_array_equal(np.asarray(layer(x2, bias))[0, :3], y[0, :3])  # measured 0.0: exact
     assert "masking" not in layer.get_config()
