@@ -11,7 +11,7 @@ longest member.
 | task family | reader | featurizer | model |
 | --- | --- | --- | --- |
 | GLUE single/pair classification, STS-B regression | `read_glue` | `featurize_classification` | BertClassifier |
-| generic CSV/TSV/JSONL (`text`, `text_b`, `label`, or GLUE's column names) | `read_examples` | `featurize_classification` | BertClassifier |
+| generic CSV/TSV/JSONL (`text`, `text_b`, `label` or GLUE's names) | `read_examples` | `featurize_classification` | BertClassifier |
 | NER (CoNLL/BIO) | `read_conll` | `featurize_token_classification`, `words_from_predictions` | BertTokenClassifier |
 | SQuAD v1.1/v2.0 | `read_squad` | `featurize_squad`, `postprocess_squad` | BertSpanLabeler |
 | SWAG multiple choice | `read_swag` | `featurize_multiple_choice` | BertMultipleChoice |
