@@ -324,3 +324,16 @@ def test_a_glue_tsv_keeps_its_quotes_as_text(tmp_path):
     rows = tasks.read_examples(path)
     assert [(e.text_a, e.label) for e in rows] == [('"Hi, she said.', "entailment"), ('He said "no".', "entailment")]
     assert rows.columns["label"] == "gold_label"
+
+
+def test_export_of_a_folder_that_records_no_casing_uses_the_same_rule(tmp_path, capsys):
+    from bert_keras.export.spec import resolve
+
+    vocab = _vocab(tmp_path / "v.txt", CASED_VOCAB)
+    enc = bk.BertEncoder(bk.BertConfig.preset("tiny", vocab_size=len(CASED_VOCAB), max_position_embeddings=16))
+    bk.save_checkpoint(bk.BertClassifier(enc, num_classes=2), tmp_path / "clf", vocab_path=vocab,
+                       metadata={"task": "classification", "labels": ["neg", "pos"]})
+    capsys.readouterr()
+    _, spec = resolve(tmp_path / "clf", max_seq_len=16)
+    assert spec.lower_case is False  # was True (assumed uncased)
+    assert f"{tmp_path / 'clf'}: casing: cased (inferred: the vocabulary has 3 upper-case tokens" in capsys.readouterr().out
