@@ -23,8 +23,8 @@ that padding to ``max_seq_len`` wastes.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
+import sys
 import time
 from typing import Callable
 
@@ -98,24 +98,22 @@ class PreparedTask:
     loss_weights: object = None
 
 
-def checkpoint_tokenizer(init, lower_case=None):
-    """The `BertTokenizer` of a checkpoint folder: its vocab.txt, and its casing when recorded
-    (bert_keras.json, Hugging Face tokenizer_config.json), else uncased."""
+def checkpoint_tokenizer(init, lower_case=None, announce=None):
+    """The `BertTokenizer` of a checkpoint folder: its vocab.txt, and its casing as
+    `bert_keras.checkpoints.casing.checkpoint_casing` finds it (recorded, Google's folder
+    name, else inferred from the vocabulary).  `announce`: a stream (e.g. `sys.stdout`)
+    that gets one line naming the casing and why, or None."""
     from bert_keras.checkpoints import open_checkpoint
+    from bert_keras.checkpoints.casing import checkpoint_casing
     from bert_keras.text.tokenizer import BertTokenizer
 
     raw = open_checkpoint(init)
     if not raw.vocab_path:
         raise BertKerasError(f"{init}: no vocab.txt in the checkpoint folder")
-    if lower_case is None and isinstance(raw.meta, dict):
-        lower_case = raw.meta.get("lower_case", raw.meta.get("do_lower_case"))
-    cfg = os.path.join(raw.folder, "tokenizer_config.json")
-    if lower_case is None and os.path.exists(cfg):
-        with open(cfg, encoding="utf-8") as f:
-            lower_case = json.load(f).get("do_lower_case")
-    if lower_case is None:
-        lower_case = True  # the common case (bert-base-uncased and most compact models)
-    return BertTokenizer.from_vocab(raw.vocab_path, lower_case=bool(lower_case))
+    casing = checkpoint_casing(raw, lower_case)
+    if announce is not None:
+        print(f"{init}: {casing.describe()}", file=announce, flush=True)
+    return BertTokenizer.from_vocab(raw.vocab_path, lower_case=casing.lower_case)
 
 
 def classification_metrics(labels, logits, regression=False):
@@ -275,7 +273,7 @@ def finetune(task, train_examples, dev_examples, init, model_dir, epochs=3, batc
     keras.utils.set_random_seed(seed)
     policy = {None: None, "none": None, "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}[mixed_precision]
 
-    tokenizer = checkpoint_tokenizer(init, lower_case)
+    tokenizer = checkpoint_tokenizer(init, lower_case, announce=sys.stdout if verbose else None)
 
     prepared = prepare_task(task, train_examples, dev_examples, tokenizer, max_seq_len, label_map, batch_size,
                             dev_dataset, doc_stride, max_query_length)
@@ -330,11 +328,12 @@ def finetune(task, train_examples, dev_examples, init, model_dir, epochs=3, batc
 
 
 def evaluate(model_dir, eval_examples, task=None, batch_size=64, dev_dataset=None, max_seq_len=None,
-             doc_stride=128, max_query_length=64):
+             doc_stride=128, max_query_length=64, lower_case=None):
     """Score a folder written by `finetune` (its ``best/``) on labelled examples.
 
     The task, label set, casing and sequence length come from the folder's
-    metadata.  Returns the metrics dict (percentages).
+    metadata (`lower_case` overrides the casing; the choice is named on
+    stderr, stdout being the metrics).  Returns the metrics dict (percentages).
     """
     from bert_keras.checkpoints import load_checkpoint, open_checkpoint
     from bert_keras.tasks import LabelMap
@@ -348,7 +347,7 @@ def evaluate(model_dir, eval_examples, task=None, batch_size=64, dev_dataset=Non
     label_map = LabelMap(labels) if labels else None
     if task in ("classification", "ner") and label_map is None:
         raise BertKerasError(f"{model_dir}: no label set recorded; evaluate a folder written by finetune")
-    tokenizer = checkpoint_tokenizer(model_dir)
+    tokenizer = checkpoint_tokenizer(model_dir, lower_case, announce=sys.stderr)
     prepared = prepare_task(task, None, list(eval_examples), tokenizer, max_seq_len or meta.get("max_seq_len", 128),
                             label_map, batch_size, dev_dataset, doc_stride, max_query_length)
     model = load_checkpoint(model_dir, task=MODEL_TASK[task])

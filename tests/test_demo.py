@@ -1,8 +1,11 @@
 """The README's main job, `bert-keras demo`, in its fast mode (same path, 192 examples)."""
 
 import json
+import os
 import subprocess
 import sys
+
+import pytest
 
 
 def test_demo_fast_runs_end_to_end(tmp_path):
@@ -11,10 +14,13 @@ def test_demo_fast_runs_end_to_end(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["train_examples"] == 192 and summary["dev_examples"] == 96
-    assert 0 <= summary["dev_accuracy"] <= 100
+    # measured 67.71: six steps from MiniLM reach the dev set's majority class (65 of 96 fresh); a
+    # broken pipeline (labels, tokens or weights scrambled) moves it by more than 6 examples
+    assert summary["dev_accuracy"] == pytest.approx(67.71, abs=6.3)
     assert (tmp_path / "training_curve.png").stat().st_size > 10_000
     assert (tmp_path / "sentiment" / "best" / "model.safetensors").exists()
     assert len(summary["examples"]) == 3 and all(0 <= e["positive"] <= 1 for e in summary["examples"])
-    if "saved_model_dir" in summary:  # the exporter ran: its outputs agree with the Keras model
-        assert summary["max_abs_diff_vs_keras"] < 1e-4
+    # the export is part of the demo: it ran, and its outputs agree with the Keras model
+    assert os.path.isdir(summary["saved_model_dir"]) and os.path.isfile(summary["tflite_text_path"])
+    assert summary["max_abs_diff_vs_keras"] < 2.5e-7  # measured 2.4e-8
     assert "dev accuracy" in proc.stdout and "P(positive)=" in proc.stdout

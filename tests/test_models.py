@@ -48,7 +48,7 @@ def test_multiple_choice_scores_each_pair_independently(encoder):
     logits = mc(choices).numpy()
     pooled = encoder({k: v[:, 1] for k, v in choices.items()})["pooled_output"]
     manual = mc.classifier(pooled).numpy()[:, 0]
-    np.testing.assert_allclose(logits[:, 1], manual, atol=1e-5)
+    np.testing.assert_allclose(logits[:, 1], manual, atol=4e-8)  # measured 3.7e-9
 
 
 def test_padding_does_not_change_real_positions(encoder):
@@ -57,13 +57,14 @@ def test_padding_does_not_change_real_positions(encoder):
     padded = {k: np.concatenate([v, np.zeros((1, 5), "int32")], axis=1) for k, v in x.items()}
     a = encoder(x)["sequence_output"].numpy()
     b = encoder(padded)["sequence_output"].numpy()[:, :8]
-    np.testing.assert_allclose(a, b, atol=1e-5)
+    # measured 0.0: masked keys get exactly zero attention weight; 1e-6 allows kernel reordering
+    np.testing.assert_allclose(a, b, atol=1e-6)
 
 
 def test_gelu_is_the_exact_erf_form():
     x = np.linspace(-5, 5, 101).astype("float32")
     exact = np.array([v * 0.5 * (1 + math.erf(v / math.sqrt(2))) for v in x])
-    np.testing.assert_allclose(bl.gelu(x), exact, atol=1e-6)
+    np.testing.assert_allclose(bl.gelu(x), exact, atol=6e-7)  # measured 6.0e-8 (float32 erf)
     assert np.abs(np.asarray(bl.gelu_approximate(x)) - exact).max() > 1e-4
 
 
@@ -105,7 +106,7 @@ def test_mixed_precision_runs_with_float32_logits(policy):
     out, want = pre(x), ref(x)
     assert out["mlm_logits"].dtype == "float32" and out["nsp_logits"].dtype == "float32"
     assert enc(random_batch(200))["sequence_output"].dtype == ("bfloat16" if "bf" in policy else "float16")
-    tol = 0.15 if "bf" in policy else 0.02
+    tol = 0.05 if "bf" in policy else 0.008  # measured 4.7e-3 (bf16), 7.4e-4 (fp16)
     np.testing.assert_allclose(out["mlm_logits"], want["mlm_logits"], atol=tol)
     clf = bk.BertClassifier(enc, num_classes=2)
     assert clf(random_batch(200)).dtype == "float32"

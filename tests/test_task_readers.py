@@ -171,7 +171,7 @@ def test_generic_bad_input(tmp_path, google):
     with pytest.raises(DataError, match=r"bad.jsonl:2: malformed JSON"):
         tasks.read_examples(_write(tmp_path, "bad.jsonl", '{"text": "a"}\n{"text": \n'))
     with pytest.raises(DataError, match=r"m.jsonl:1: missing field 'text'"):
-        tasks.read_examples(_write(tmp_path, "m.jsonl", '{"sentence": "a"}\n'))
+        tasks.read_examples(_write(tmp_path, "m.jsonl", '{"sentences": "a"}\n'))
     with pytest.raises(DataError, match=r"e.csv:3: field 'text' is empty"):
         tasks.read_examples(_write(tmp_path, "e.csv", "text,label\nfine,1\n  ,0\n"))
     with pytest.raises(DataError, match=r"f.csv:2: expected 2 fields"):

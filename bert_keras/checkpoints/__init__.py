@@ -229,8 +229,9 @@ def load_checkpoint(path, task=None, dtype=None, **head_kwargs):
     entries = encoder_entries(config.num_layers) + (head_entries(task) if load_head else [])
     _assign(raw, entries, variables)
     model.vocab_path = raw.vocab_path
-    lower = raw.meta.get("lower_case", raw.meta.get("do_lower_case")) if isinstance(raw.meta, dict) else None
-    model.lower_case = lower
+    from bert_keras.checkpoints.casing import recorded_lower_case
+
+    model.lower_case = recorded_lower_case(raw.meta)  # None: resolved where a tokenizer is built
     return model
 
 

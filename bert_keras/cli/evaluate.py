@@ -9,8 +9,9 @@ examples:
 """
 
 import json
+import sys
 
-from bert_keras.cli._task_data import add_data_arguments, read_task_file
+from bert_keras.cli._task_data import add_casing_arguments, add_data_arguments, read_task_file
 
 
 def add_arguments(p):
@@ -21,6 +22,7 @@ def add_arguments(p):
     p.add_argument("--task", choices=TASKS, help="default: the task recorded in the folder")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--output", help="also write the metrics JSON here")
+    add_casing_arguments(p)
     add_data_arguments(p)
 
 
@@ -34,9 +36,9 @@ def run(args) -> int:
     task = args.task or ((raw.meta.get("metadata") or {}).get("task") if raw.flavor == "bert_keras" else None)
     if task is None:
         raise BertKerasError(f"{args.model_dir}: no task recorded in the folder; pass --task")
-    examples, data = read_task_file(task, args.eval, args, training=False)
+    examples, data = read_task_file(task, args.eval, args, training=False, announce=sys.stderr)
     scores = evaluate(args.model_dir, examples, task=task, batch_size=args.batch_size, dev_dataset=data,
-                      doc_stride=args.doc_stride, max_query_length=args.max_query_length)
+                      doc_stride=args.doc_stride, max_query_length=args.max_query_length, lower_case=args.lower_case)
     text = json.dumps(scores, indent=2)
     print(text)
     if args.output:

@@ -22,6 +22,8 @@ examples:
 
 import json
 
+from bert_keras.cli._task_data import add_casing_arguments
+
 # = bert_keras.export.tflite.QUANTIZE (tests/test_cli.py checks), kept here so that
 # `bert-keras --help` does not import TensorFlow.
 QUANTIZE = ("none", "float16", "dynamic", "int8", "int8_mixed")
@@ -40,6 +42,7 @@ def add_arguments(p):
                    help="int8, int8_mixed: real sentences, one a line (TAB-separated pairs for pair models); "
                         "200 are used")
     p.add_argument("--no-ids-only-copy", action="store_true", help="saved_model: skip OUT/ids_only")
+    add_casing_arguments(p)
 
 
 def _calibration(path):
@@ -58,6 +61,9 @@ def _calibration(path):
 def run(args) -> int:
     from bert_keras.errors import BertKerasError
 
+    if args.format == "tflite" and args.quantize in ("int8", "int8_mixed") and not args.calibration_file:
+        raise BertKerasError(f"--quantize {args.quantize} needs --calibration-file (real sentences of the "
+                             "task's kind, one a line)")
     if args.format == "saved_model":
         if args.quantize != "none":
             raise BertKerasError("--quantize applies to --format tflite only")
@@ -65,7 +71,7 @@ def run(args) -> int:
 
         print(f"exporting {args.model_dir} as a SavedModel ...", flush=True)
         out = export_saved_model(args.model_dir, args.out, max_seq_len=args.max_seq_len, pair=args.pair,
-                                 ids_only_copy=not args.no_ids_only_copy)
+                                 ids_only_copy=not args.no_ids_only_copy, lower_case=args.lower_case)
         print(json.dumps({"saved_model": out, "mb": round(saved_model_size_mb(out), 2),
                           "signatures": ["serving_default", "serve_ids"]}))
         return 0
@@ -74,7 +80,7 @@ def run(args) -> int:
     calibration = _calibration(args.calibration_file) if args.calibration_file else None
     print(f"exporting {args.model_dir} as TFLite ({args.quantize}) ...", flush=True)
     paths = export_tflite(args.model_dir, args.out, quantize=args.quantize, max_seq_len=args.max_seq_len,
-                          calibration_texts=calibration, pair=args.pair)
+                          calibration_texts=calibration, pair=args.pair, lower_case=args.lower_case)
     print(json.dumps({**paths, "ids_mb": round(file_size_mb(paths["ids"]), 2),
                       "text_mb": round(file_size_mb(paths["text"]), 2) if paths["text"] else None}))
     return 0

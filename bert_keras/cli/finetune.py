@@ -19,7 +19,7 @@ examples:
 
 import json
 
-from bert_keras.cli._task_data import add_data_arguments, read_task_file
+from bert_keras.cli._task_data import add_casing_arguments, add_data_arguments, read_task_file
 
 
 def add_arguments(p):
@@ -38,7 +38,7 @@ def add_arguments(p):
     p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--warmup-fraction", type=float, default=0.1)
     p.add_argument("--mixed-precision", choices=("none", "bf16", "fp16"), default="none")
-    p.add_argument("--cased", action="store_true", help="force a cased tokenizer (default: from the checkpoint)")
+    add_casing_arguments(p)
     add_data_arguments(p)
 
 
@@ -54,7 +54,7 @@ def run(args) -> int:
     result = finetune(args.task, train, dev, args.init, args.model_dir, epochs=args.epochs,
                       batch_size=args.batch_size, learning_rate=args.learning_rate, max_seq_len=args.max_seq_len,
                       seed=args.seed, weight_decay=args.weight_decay, warmup_fraction=args.warmup_fraction,
-                      mixed_precision=args.mixed_precision, lower_case=False if args.cased else None,
+                      mixed_precision=args.mixed_precision, lower_case=args.lower_case,
                       dev_dataset=dev_data, doc_stride=args.doc_stride, max_query_length=args.max_query_length)
     result.pop("model")
     result.pop("history")

@@ -21,7 +21,12 @@ from bert_keras.errors import BertKerasError
 
 def add_arguments(parser):
     parser.add_argument("--vocab", required=True, metavar="V", help="WordPiece vocabulary file (one token per line)")
-    parser.add_argument("--cased", action="store_true", help="cased model: keep case and accents (default: uncased)")
+    casing = parser.add_mutually_exclusive_group()
+    casing.add_argument("--cased", dest="lower_case", action="store_false", default=None,
+                        help="keep case and accents (default: the vocabulary folder's recorded casing, else "
+                             "inferred from the vocabulary: upper-case tokens mean cased; the choice goes to stderr)")
+    casing.add_argument("--uncased", dest="lower_case", action="store_true", default=None,
+                        help="lower-case and strip accents")
     parser.add_argument(
         "--max-chars-per-word", type=int, default=200, metavar="N",
         help="longer words become [UNK] (Google: 200, Hugging Face: 100; default 200)",
@@ -51,7 +56,17 @@ def run(args) -> int:
 
     from bert_keras.text.tokenizer import BertTokenizer
 
-    tok = BertTokenizer.from_vocab(args.vocab, lower_case=not args.cased, max_chars_per_word=args.max_chars_per_word)
+    import os
+
+    from bert_keras.checkpoints.casing import resolve_casing
+
+    if not os.path.isfile(args.vocab):
+        raise BertKerasError(f"{args.vocab}: vocabulary file not found")
+    casing = resolve_casing(os.path.dirname(os.path.abspath(args.vocab)), vocab_path=args.vocab,
+                            override=args.lower_case)
+    print(f"{args.vocab}: {casing.describe()}", file=sys.stderr)  # stdout carries the ids
+    tok = BertTokenizer.from_vocab(args.vocab, lower_case=casing.lower_case,
+                                   max_chars_per_word=args.max_chars_per_word)
 
     vocab = tf.constant(tok.vocab)
 

@@ -128,9 +128,10 @@ def _with_ids(spec, vocab):
     return spec
 
 
-def load_predictor(path, max_seq_len=None, pair=None) -> Predictor:
+def load_predictor(path, max_seq_len=None, pair=None, lower_case=None) -> Predictor:
     """A `Predictor` for a SavedModel folder, a `.tflite` file (or a folder holding
-    `model_text.tflite`) or a model folder (`finetune` / `save_checkpoint` output)."""
+    `model_text.tflite`) or a model folder (`finetune` / `save_checkpoint` output).
+    `lower_case` overrides a model folder's casing (exports have theirs built in)."""
     path = os.fspath(path)
     if os.path.isdir(path) and os.path.exists(os.path.join(path, "saved_model.pb")):
         return _saved_model_predictor(path)
@@ -139,7 +140,7 @@ def load_predictor(path, max_seq_len=None, pair=None) -> Predictor:
     if path.endswith(".tflite"):
         return _tflite_predictor(path)
     if os.path.isdir(path):
-        return _folder_predictor(path, max_seq_len, pair)
+        return _folder_predictor(path, max_seq_len, pair, lower_case)
     raise BertKerasError(f"{path}: not a SavedModel folder, a .tflite file or a model folder")
 
 
@@ -185,14 +186,14 @@ def _tflite_predictor(path):
     return Predictor(call, _with_ids(spec, vocab), "tflite", vocab)
 
 
-def _folder_predictor(path, max_seq_len, pair):
+def _folder_predictor(path, max_seq_len, pair, lower_case=None):
     import tensorflow as tf
 
     from bert_keras.export.saved_model import make_serving_functions
     from bert_keras.export.spec import resolve
     from bert_keras.text.tokenizer import BertTokenizer
 
-    model, spec = resolve(path, max_seq_len=max_seq_len, pair=pair)
+    model, spec = resolve(path, max_seq_len=max_seq_len, pair=pair, lower_case=lower_case)
     tokenizer = BertTokenizer.from_vocab(spec.vocab_path, lower_case=spec.lower_case)
     serve_text, _ = make_serving_functions(model, spec, tokenizer)
 

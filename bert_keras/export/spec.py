@@ -143,7 +143,12 @@ def resolve(model_dir_or_model, max_seq_len=None, pair=None, vocab_path=None, lo
     if lower_case is None:
         lower_case = metadata.get("lower_case", getattr(model, "lower_case", None))
     if lower_case is None:
-        lower_case = True  # what checkpoint_tokenizer assumes for folders that record nothing
+        from bert_keras.checkpoints.casing import checkpoint_casing, resolve_casing
+
+        # the same rule as fine-tuning's tokenizer: Google's folder names, else the vocabulary
+        casing = checkpoint_casing(raw) if raw is not None else resolve_casing(vocab_path=vocab_path)
+        print(f"{source}: {casing.describe()}", flush=True)
+        lower_case = casing.lower_case
     num_outputs = _num_outputs(model, task)
     regression = task == "classification" and (num_outputs == 1 or metadata.get("task") == "regression")
     if labels is None:

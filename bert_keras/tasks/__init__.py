@@ -11,7 +11,7 @@ longest member.
 | task family | reader | featurizer | model |
 | --- | --- | --- | --- |
 | GLUE single/pair classification, STS-B regression | `read_glue` | `featurize_classification` | BertClassifier |
-| generic CSV/TSV/JSONL (`text`, `text_b`, `label`) | `read_examples` | `featurize_classification` | BertClassifier |
+| generic CSV/TSV/JSONL (`text`, `text_b`, `label` or GLUE's names) | `read_examples` | `featurize_classification` | BertClassifier |
 | NER (CoNLL/BIO) | `read_conll` | `featurize_token_classification`, `words_from_predictions` | BertTokenClassifier |
 | SQuAD v1.1/v2.0 | `read_squad` | `featurize_squad`, `postprocess_squad` | BertSpanLabeler |
 | SWAG multiple choice | `read_swag` | `featurize_multiple_choice` | BertMultipleChoice |
@@ -34,7 +34,8 @@ Example (the project's Rotten Tomatoes polarity split):
 
 from bert_keras.tasks.classification import (GLUE_TASKS, Features, InputExample,
                                              featurize_classification, glue_label_map,
-                                             glue_task, read_examples, read_glue)
+                                             glue_task, read_glue)
+from bert_keras.tasks.files import GLUE_COLUMNS, describe_columns, normalise_label, read_examples
 from bert_keras.tasks.common import (IGNORE_LABEL, ExampleList, LabelMap, to_dataset,
                                      truncate_pair)
 from bert_keras.tasks.multiple_choice import (MultipleChoiceExample, featurize_multiple_choice,
@@ -46,11 +47,11 @@ from bert_keras.tasks.squad import (SquadExample, SquadFeatures, SquadPrediction
                                     get_final_text, postprocess_squad, read_squad)
 
 __all__ = [
-    "GLUE_TASKS", "IGNORE_LABEL", "ExampleList", "Features", "InputExample", "LabelMap",
+    "GLUE_COLUMNS", "GLUE_TASKS", "IGNORE_LABEL", "ExampleList", "Features", "InputExample", "LabelMap",
     "MultipleChoiceExample", "SquadExample", "SquadFeatures", "SquadPredictions",
-    "TaggedSentence", "TokenFeatures", "apply_null_threshold", "basic_tokenize",
+    "TaggedSentence", "TokenFeatures", "apply_null_threshold", "basic_tokenize", "describe_columns",
     "featurize_classification", "featurize_multiple_choice", "featurize_squad",
-    "featurize_token_classification", "get_final_text", "glue_label_map", "glue_task",
+    "featurize_token_classification", "get_final_text", "glue_label_map", "glue_task", "normalise_label",
     "postprocess_squad", "read_conll", "read_examples", "read_glue", "read_squad", "read_swag",
     "to_dataset", "truncate_pair", "words_from_predictions",
 ]

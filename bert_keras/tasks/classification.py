@@ -1,7 +1,8 @@
 """Sentence and sentence-pair classification/regression data (GLUE and generic files).
 
-Readers return `ExampleList`s of `InputExample`; `featurize_classification`
-turns them into int32 arrays for the encoder.
+Readers return `ExampleList`s of `InputExample` (`read_glue` here, the generic
+`read_examples` in `bert_keras.tasks.files`); `featurize_classification` turns
+them into int32 arrays for the encoder.
 
     from bert_keras.tasks import read_glue, featurize_classification, glue_label_map
     train = read_glue("mrpc", "glue/MRPC/train.tsv")
@@ -30,16 +31,14 @@ tabs with no quote processing (Google's readers use `quotechar=None`).
 
 from __future__ import annotations
 
-import csv
 import dataclasses
-import json
 import pathlib
 
 import numpy as np
 
 from bert_keras.errors import DataError
 from bert_keras.tasks.common import (ExampleList, LabelMap, model_inputs, pack, special_ids,
-                                     token_ids)
+                                     text_lines, token_ids)
 
 
 @dataclasses.dataclass
@@ -114,13 +113,12 @@ def _tsv_rows(path):
     path = pathlib.Path(path)
     if not path.is_file():
         raise DataError(f"{path}: file not found")
-    # utf-8-sig: MRPC's files start with a byte-order mark
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        for n, line in enumerate(f, 1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            yield n, line.split("\t")
+    # text_lines drops the byte-order mark MRPC's files start with
+    for n, line in text_lines(path):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            continue
+        yield n, line.split("\t")
 
 
 def read_glue(task, path):
@@ -234,105 +232,6 @@ def read_glue(task, path):
 def _chain(first, rest):
     yield from first
     yield from rest
-
-
-# ----------------------------------------------------------------------------
-# Generic files
-
-
-def read_examples(path, text_field="text", text_b_field="text_b", label_field="label",
-                  delimiter=None):
-    """Reads a generic labelled file: CSV/TSV with a header, or JSON lines.
-
-    Args:
-      path: `.csv`, `.tsv` (header row with the field names) or `.jsonl`/`.json`
-        (one JSON object per line).
-      text_field, text_b_field, label_field: field names.  `text_b` and
-        `label` are optional (absent: single sentences / unlabelled).
-      delimiter: overrides the delimiter guessed from the extension.
-
-    Returns:
-      ExampleList of InputExample (labels as strings, None when absent).
-
-    Raises:
-      DataError naming file, line and field for a missing/empty text, a
-      malformed JSON line or a row with the wrong number of fields.
-    """
-    path = pathlib.Path(path)
-    if not path.is_file():
-        raise DataError(f"{path}: file not found")
-    suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".json", ".ndjson"):
-        records = _jsonl_records(path)
-    elif suffix in (".csv", ".tsv", ".txt") or delimiter:
-        records = _csv_records(path, delimiter or ("\t" if suffix in (".tsv", ".txt") else ","))
-    else:
-        raise DataError(f"{path}: unknown file type {suffix!r} (expected .csv, .tsv or .jsonl)")
-    examples = ExampleList()
-    for n, record in records:
-        where = f"{path}:{n}"
-        text_a = record.get(text_field)
-        if text_a is None:
-            raise DataError(f"{where}: missing field {text_field!r}")
-        if not isinstance(text_a, str) or not text_a.strip():
-            raise DataError(f"{where}: field {text_field!r} is empty or not text: {text_a!r}")
-        text_b = record.get(text_b_field)
-        if text_b is not None and (not isinstance(text_b, str) or not text_b.strip()):
-            if text_b == "" and not suffix.startswith(".json"):
-                text_b = None  # an empty CSV cell: a single-sentence row
-            else:
-                raise DataError(f"{where}: field {text_b_field!r} is empty or not text: "
-                                f"{text_b!r}")
-        label = record.get(label_field)
-        if isinstance(label, str):
-            label = label.strip()
-            if label == "":
-                label = None
-        elif isinstance(label, bool):
-            label = str(int(label))
-        elif label is not None and not isinstance(label, (int, float)):
-            raise DataError(f"{where}: field {label_field!r}: not a label: {label!r}")
-        elif label is not None:
-            label = str(label)
-        guid = record.get("id", record.get("idx", record.get("guid")))
-        examples.append(InputExample(text_a, text_b, label,
-                                     str(guid) if guid is not None else f"{path.name}:{n}",
-                                     where))
-    return examples
-
-
-def _jsonl_records(path):
-    with open(path, encoding="utf-8-sig") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DataError(f"{path}:{n}: malformed JSON ({e.msg} at column {e.colno})") \
-                    from None
-            if not isinstance(record, dict):
-                raise DataError(f"{path}:{n}: expected a JSON object, got "
-                                f"{type(record).__name__}")
-            yield n, record
-
-
-def _csv_records(path, delimiter):
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        reader = csv.reader(f, delimiter=delimiter)
-        header = next(reader, None)
-        if header is None:
-            return
-        header = [h.strip() for h in header]
-        line = reader.line_num
-        for fields in reader:
-            start, line = line + 1, reader.line_num
-            if not any(x.strip() for x in fields):
-                continue
-            if len(fields) != len(header):
-                raise DataError(f"{path}:{start}: expected {len(header)} fields "
-                                f"({', '.join(header)}), got {len(fields)}")
-            yield start, dict(zip(header, fields))
 
 
 # ----------------------------------------------------------------------------

@@ -12,6 +12,8 @@ Python list is accepted too) and find the special ids through its `cls_id`,
 
 from __future__ import annotations
 
+import codecs
+import csv
 import dataclasses
 import os
 import pathlib
@@ -103,6 +105,79 @@ class LabelMap:
 
     def to_json(self):
         return list(self.labels)
+
+
+# ----------------------------------------------------------------------------
+# Reading text files
+
+
+def text_lines(path):
+    """Yields (line_number, line) of a UTF-8 text file, line ends kept, a leading BOM dropped.
+
+    Each line is decoded on its own so that invalid UTF-8 raises `DataError`
+    naming the file, the line and the offending byte (the codec's own message
+    names neither).
+    """
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            if n == 1 and raw.startswith(codecs.BOM_UTF8):
+                raw = raw[len(codecs.BOM_UTF8):]
+            try:
+                yield n, raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataError(f"{path}:{n}: not valid UTF-8 (byte {raw[e.start]:#04x} at column "
+                                f"{e.start + 1})") from None
+
+
+def csv_rows(path, delimiter=",", quoting=csv.QUOTE_MINIMAL):
+    """(header, rows) of a CSV/TSV file with a header row; rows yields (line_number, fields).
+
+    `quoting=csv.QUOTE_NONE` reads quotes as text (GLUE's TSV files, which
+    Google's readers read with `quotechar=None`).
+
+    Blank rows are skipped.  Raises `DataError` naming the file for an empty
+    file, and file and line for invalid UTF-8, a quote that is never closed
+    or a row with the wrong number of fields.
+    """
+    lines = text_lines(path)
+    numbers = []  # line number of every line the csv reader has pulled
+
+    def feed():
+        for n, line in lines:
+            numbers.append(n)
+            yield line
+
+    reader = csv.reader(feed(), delimiter=delimiter, quoting=quoting)
+    try:
+        header = next(reader, None)
+    except csv.Error as e:
+        raise DataError(f"{path}:1: malformed header ({e})") from None
+    if header is None:
+        raise DataError(f"{path}: empty file (expected a header row)")
+    header = [h.strip() for h in header]
+
+    def rows():
+        consumed = len(numbers)
+        while True:
+            try:
+                fields = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as e:
+                raise DataError(f"{path}:{numbers[-1]}: malformed row ({e})") from None
+            start, consumed = numbers[consumed], len(numbers)
+            if not any(x.strip() for x in fields):
+                continue
+            if len(fields) != len(header):
+                if any("\n" in x for x in fields):
+                    # a quote opened in this row swallowed the lines after it
+                    raise DataError(f"{path}:{start}: unterminated quote: the quoted field opened on this "
+                                    f"line runs on to line {numbers[-1]}")
+                raise DataError(f"{path}:{start}: expected {len(header)} fields "
+                                f"({', '.join(header)}), got {len(fields)}")
+            yield start, fields
+
+    return header, rows()
 
 
 # ----------------------------------------------------------------------------

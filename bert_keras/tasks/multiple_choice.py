@@ -13,7 +13,6 @@ has no `label`).  Each ending becomes one pair: text A = `sent1`, text B =
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import pathlib
 
@@ -21,7 +20,7 @@ import numpy as np
 
 from bert_keras.errors import DataError
 from bert_keras.tasks.classification import Features
-from bert_keras.tasks.common import ExampleList, pack, special_ids, token_ids
+from bert_keras.tasks.common import ExampleList, csv_rows, pack, special_ids, token_ids
 
 
 @dataclasses.dataclass
@@ -52,38 +51,27 @@ def read_swag(path, num_choices=4):
         raise DataError(f"{path}: file not found")
     needed = ["sent1", "sent2"] + [f"ending{i}" for i in range(num_choices)]
     examples = ExampleList()
-    with open(path, encoding="utf-8-sig", newline="") as f:
-        reader = csv.reader(f)
-        header = next(reader, None)
-        if header is None:
-            return examples
-        header = [h.strip() for h in header]
-        for field in needed:
-            if field not in header:
-                raise DataError(f"{path}:1: missing column {field!r} (header: {header})")
-        line = reader.line_num
-        for fields in reader:
-            n, line = line + 1, reader.line_num
-            if not any(x.strip() for x in fields):
-                continue
-            where = f"{path}:{n}"
-            if len(fields) != len(header):
-                raise DataError(f"{where}: expected {len(header)} fields, got {len(fields)}")
-            row = dict(zip(header, fields))
-            for field in ["sent1"] + needed[2:]:
-                if not row[field].strip():
-                    raise DataError(f"{where}: field {field!r} is empty")
-            label = None
-            if "label" in row and row["label"].strip() != "":
-                raw = row["label"].strip()
-                if not raw.isdigit() or int(raw) >= num_choices:
-                    raise DataError(f"{where}: field 'label': {raw!r} is not an ending index "
-                                    f"0..{num_choices - 1}")
-                label = int(raw)
-            guid = row.get("fold-ind") or row.get("id") or f"{path.name}:{n}"
-            examples.append(MultipleChoiceExample(
-                row["sent1"], row["sent2"], [row[f"ending{i}"] for i in range(num_choices)],
-                label, guid, where))
+    header, rows = csv_rows(path)
+    for field in needed:
+        if field not in header:
+            raise DataError(f"{path}:1: missing column {field!r} (header: {header})")
+    for n, fields in rows:
+        where = f"{path}:{n}"
+        row = dict(zip(header, fields))
+        for field in ["sent1"] + needed[2:]:
+            if not row[field].strip():
+                raise DataError(f"{where}: field {field!r} is empty")
+        label = None
+        if "label" in row and row["label"].strip() != "":
+            raw = row["label"].strip()
+            if not raw.isdigit() or int(raw) >= num_choices:
+                raise DataError(f"{where}: field 'label': {raw!r} is not an ending index "
+                                f"0..{num_choices - 1}")
+            label = int(raw)
+        guid = row.get("fold-ind") or row.get("id") or f"{path.name}:{n}"
+        examples.append(MultipleChoiceExample(
+            row["sent1"], row["sent2"], [row[f"ending{i}"] for i in range(num_choices)],
+            label, guid, where))
     return examples
 
 

@@ -26,7 +26,7 @@ import pathlib
 import numpy as np
 
 from bert_keras.errors import DataError
-from bert_keras.tasks.common import (IGNORE_LABEL, ExampleList, LabelMap, model_inputs,
+from bert_keras.tasks.common import (IGNORE_LABEL, ExampleList, LabelMap, model_inputs, text_lines,
                                      pad_rows, special_ids, token_ids)
 
 
@@ -68,32 +68,31 @@ def read_conll(path, tag_column=-1):
                                             f"{path}:{start}"))
         words, tags, start = [], [], None
 
-    with open(path, encoding="utf-8-sig") as f:
-        for n, line in enumerate(f, 1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                flush()
-                continue
-            fields = line.split("\t") if "\t" in line else line.split()
-            fields = [x.strip() for x in fields]
-            if fields[0] == "-DOCSTART-":
-                flush()
-                continue
-            if columns is None:
-                columns = len(fields)
-            if len(fields) != columns:
-                raise DataError(f"{path}:{n}: expected {columns} columns like the first token "
-                                f"line, got {len(fields)}: {line!r}")
-            if not fields[0]:
-                raise DataError(f"{path}:{n}: field 'token' is empty")
-            if start is None:
-                start = n
-            words.append(fields[0])
-            if columns > 1:
-                tag = fields[tag_column]
-                if not tag:
-                    raise DataError(f"{path}:{n}: field 'tag' is empty")
-                tags.append(tag)
+    for n, line in text_lines(path):
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            flush()
+            continue
+        fields = line.split("\t") if "\t" in line else line.split()
+        fields = [x.strip() for x in fields]
+        if fields[0] == "-DOCSTART-":
+            flush()
+            continue
+        if columns is None:
+            columns = len(fields)
+        if len(fields) != columns:
+            raise DataError(f"{path}:{n}: expected {columns} columns like the first token "
+                            f"line, got {len(fields)}: {line!r}")
+        if not fields[0]:
+            raise DataError(f"{path}:{n}: field 'token' is empty")
+        if start is None:
+            start = n
+        words.append(fields[0])
+        if columns > 1:
+            tag = fields[tag_column]
+            if not tag:
+                raise DataError(f"{path}:{n}: field 'tag' is empty")
+            tags.append(tag)
     flush()
     return sentences
 
