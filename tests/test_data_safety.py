@@ -1,0 +1,178 @@
+"""Nothing is lost and nothing stale looks current: every artefact is written whole or not at all.
+
+Tiny models (2 layers, H=128) over a small vocabulary written here; each
+check runs a writer against a folder that already holds something (a user's
+file, a previous version, a half-written folder) and asserts what is left.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+
+import bert_keras as bk  # noqa: E402
+from bert_keras.checkpoints import load_checkpoint, save_checkpoint  # noqa: E402
+from bert_keras.errors import BertKerasError, CheckpointError  # noqa: E402
+
+WORDS = ("the a film movie plot is was good bad great awful fun witty dull mess jokes fall flat "
+         "gorgeous moving deeply and but not it").split()
+VOCAB = ["[PAD]"] + [f"[unused{i}]" for i in range(4)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS + \
+    [".", ",", "!", "'", "##s", "##ly", "##ing"]
+SEQ_LEN = 16
+TEXTS = ["a good film", "the plot is a mess", "great fun", "awful and dull", "it was witty",
+         "jokes fall flat", "deeply moving", "not good"]
+LABELS = ["pos", "neg", "pos", "neg", "pos", "neg", "pos", "neg"]
+
+
+def _cli(*args, cwd=None):
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+    return subprocess.run([sys.executable, "-m", "bert_keras", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=600)
+
+
+def _one_line_error(proc, *needles):
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def vocab_file(tmp_path_factory):
+    path = tmp_path_factory.mktemp("vocab") / "vocab.txt"
+    path.write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def _classifier(vocab_file, seed=0):
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    enc = bk.BertEncoder(bk.BertConfig.preset("tiny", vocab_size=len(VOCAB)))
+    clf = bk.BertClassifier(enc, num_classes=2)
+    clf(random_ids(), training=False)
+    clf.vocab_path = vocab_file
+    clf.lower_case = True
+    return clf
+
+
+def random_ids(batch=2, length=8):
+    rng = np.random.default_rng(0)
+    return {"token_ids": rng.integers(9, len(VOCAB), (batch, length)).astype("int32"),
+            "segment_ids": np.zeros((batch, length), "int32"), "padding_mask": np.ones((batch, length), "int32")}
+
+
+def _save_clf(folder, vocab_file, seed=0, labels=("neg", "pos")):
+    clf = _classifier(vocab_file, seed)
+    save_checkpoint(clf, folder, metadata={"task": "classification", "labels": list(labels),
+                                           "max_seq_len": SEQ_LEN, "lower_case": True})
+    return clf
+
+
+@pytest.fixture(scope="module")
+def clf_dir(tmp_path_factory, vocab_file):
+    folder = tmp_path_factory.mktemp("clf") / "best"
+    _save_clf(folder, vocab_file)
+    return str(folder)
+
+
+def _tree(folder):
+    """{relative path: bytes} of every file under folder."""
+    out = {}
+    for root, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(root, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, folder)] = f.read()
+    return out
+
+
+# --------------------------------------------------------------------------- checkpoints
+def test_resaving_a_checkpoint_replaces_it_as_a_whole(tmp_path, vocab_file):
+    folder = tmp_path / "ckpt"
+    _save_clf(folder, vocab_file, seed=0, labels=("neg", "pos"))
+    second = _save_clf(folder, vocab_file, seed=1, labels=("bad", "good"))
+    back = load_checkpoint(folder, task="classification")
+    x = random_ids()
+    np.testing.assert_array_equal(np.asarray(back(x)), np.asarray(second(x)))
+    meta = json.loads((folder / "bert_keras.json").read_text())
+    assert meta["metadata"]["labels"] == ["bad", "good"]
+    assert sorted(meta["files"]) == ["model.safetensors", "vocab.txt"]
+    assert meta["files"]["vocab.txt"] == os.path.getsize(vocab_file)
+    # no temporary sibling is left next to it
+    assert sorted(os.listdir(tmp_path)) == ["ckpt"]
+
+
+def test_save_checkpoint_refuses_a_foreign_folder_and_keeps_it(tmp_path, vocab_file):
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "mine.txt").write_text("keep me")
+    with pytest.raises(BertKerasError, match="not a bert-keras checkpoint"):
+        _save_clf(folder, vocab_file)
+    assert _tree(folder) == {"mine.txt": b"keep me"}
+    # a checkpoint folder the user added a file to is not replaced either
+    ours = tmp_path / "ours"
+    _save_clf(ours, vocab_file)
+    (ours / "README").write_text("my notes")
+    with pytest.raises(BertKerasError, match="README"):
+        _save_clf(ours, vocab_file, seed=1)
+    assert (ours / "README").read_text() == "my notes"
+    # foreign flavors never replace a non-empty folder
+    hf = tmp_path / "hf"
+    save_checkpoint(_classifier(vocab_file), hf, flavor="huggingface")
+    before = _tree(hf)
+    with pytest.raises(BertKerasError, match="not empty"):
+        save_checkpoint(_classifier(vocab_file, seed=1), hf, flavor="huggingface")
+    assert _tree(hf) == before
+
+
+def test_an_interrupted_save_leaves_the_previous_checkpoint(tmp_path, vocab_file, monkeypatch):
+    from bert_keras import checkpoints
+
+    folder = tmp_path / "ckpt"
+    first = _save_clf(folder, vocab_file, seed=0)
+    before = _tree(folder)
+
+    def die(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(checkpoints, "write_json", die)  # after the weights, before the marker
+    with pytest.raises(KeyboardInterrupt):
+        _save_clf(folder, vocab_file, seed=1, labels=("bad", "good"))
+    assert _tree(folder) == before
+    assert sorted(os.listdir(tmp_path)) == ["ckpt"]
+    x = random_ids()
+    np.testing.assert_array_equal(np.asarray(load_checkpoint(folder, task="classification")(x)),
+                                  np.asarray(first(x)))
+
+
+@pytest.mark.parametrize("damage", ["no_marker", "missing_vocab", "short_weights"])
+def test_a_checkpoint_without_its_completion_marker_is_refused_in_one_line(tmp_path, vocab_file, damage):
+    folder = tmp_path / "ckpt"
+    _save_clf(folder, vocab_file)
+    meta_path = folder / "bert_keras.json"
+    if damage == "no_marker":  # what an interrupted save of earlier versions left
+        meta = json.loads(meta_path.read_text())
+        del meta["files"]
+        meta_path.write_text(json.dumps(meta))
+        needle = "no 'files' record"
+    elif damage == "missing_vocab":
+        (folder / "vocab.txt").unlink()
+        needle = "vocab.txt is missing"
+    else:
+        with open(folder / "model.safetensors", "r+b") as f:
+            f.truncate(1000)
+        needle = "model.safetensors has 1000 bytes"
+    with pytest.raises(CheckpointError, match=needle):
+        load_checkpoint(folder, task="classification")
+    proc = _cli("export", "--model-dir", folder, "--out", tmp_path / "export")
+    _one_line_error(proc, "incomplete bert-keras checkpoint", needle)
+    assert not (tmp_path / "export").exists()
