@@ -8,7 +8,6 @@ file, a previous version, a half-written folder) and asserts what is left.
 import json
 import os
 import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -29,10 +28,18 @@ TEXTS = ["a good film", "the plot is a mess", "great fun", "awful and dull", "it
 LABELS = ["pos", "neg", "pos", "neg", "pos", "neg", "pos", "neg"]
 
 
-def _cli(*args, cwd=None):
-    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
-    return subprocess.run([sys.executable, "-m", "bert_keras", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=600)
+@pytest.fixture
+def cli(capsys):
+    """`bert-keras ARGS` in process (the dispatcher users run): (exit status, stdout, stderr)."""
+    from bert_keras.cli import main
+
+    def run(*args):
+        capsys.readouterr()
+        code = main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        return subprocess.CompletedProcess(args, code, out, err)
+
+    return run
 
 
 def _one_line_error(proc, *needles):
@@ -155,7 +162,7 @@ def test_an_interrupted_save_leaves_the_previous_checkpoint(tmp_path, vocab_file
 
 
 @pytest.mark.parametrize("damage", ["no_marker", "missing_vocab", "short_weights"])
-def test_a_checkpoint_without_its_completion_marker_is_refused_in_one_line(tmp_path, vocab_file, damage):
+def test_a_checkpoint_without_its_completion_marker_is_refused_in_one_line(tmp_path, vocab_file, damage, cli):
     folder = tmp_path / "ckpt"
     _save_clf(folder, vocab_file)
     meta_path = folder / "bert_keras.json"
@@ -173,6 +180,86 @@ def test_a_checkpoint_without_its_completion_marker_is_refused_in_one_line(tmp_p
         needle = "model.safetensors has 1000 bytes"
     with pytest.raises(CheckpointError, match=needle):
         load_checkpoint(folder, task="classification")
-    proc = _cli("export", "--model-dir", folder, "--out", tmp_path / "export")
+    proc = cli("export", "--model-dir", folder, "--out", tmp_path / "export")
     _one_line_error(proc, "incomplete bert-keras checkpoint", needle)
     assert not (tmp_path / "export").exists()
+
+
+# --------------------------------------------------------------------------- exports
+def test_export_to_the_working_folder_keeps_the_users_files(tmp_path, clf_dir, cli, monkeypatch):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "notes.txt").write_text("my notes")
+    monkeypatch.chdir(work)
+    line = _one_line_error(cli("export", "--model-dir", clf_dir, "--out", "."), "not a bert-keras export")
+    assert line.startswith("bert-keras export: error: .:"), line
+    assert _tree(work) == {"notes.txt": b"my notes"}
+    line = _one_line_error(cli("export", "--model-dir", clf_dir, "--out", ".", "--format", "tflite"),
+                           "not a bert-keras export")
+    assert _tree(work) == {"notes.txt": b"my notes"}
+    # an empty working folder is not swapped away from under the shell either
+    (work / "notes.txt").unlink()
+    _one_line_error(cli("export", "--model-dir", clf_dir, "--out", "."), "working directory")
+    assert os.path.samefile(os.getcwd(), work) and os.listdir(work) == []
+
+
+def test_export_refuses_an_out_folder_that_contains_the_model(tmp_path, vocab_file, cli):
+    run = tmp_path / "RUN"
+    _save_clf(run / "best", vocab_file)
+    before = _tree(run)
+    for out in (run, run / "best"):
+        for fmt in ("saved_model", "tflite"):
+            _one_line_error(cli("export", "--model-dir", run / "best", "--out", out, "--format", fmt),
+                            f"{out}: the export folder is (or contains) the model folder")
+            assert _tree(run) == before
+    load_checkpoint(run / "best", task="classification")
+
+
+def test_reexport_replaces_a_previous_saved_model_as_a_whole(tmp_path, clf_dir, vocab_file, cli):
+    out = tmp_path / "serving" / "sentiment" / "1"
+    proc = cli("export", "--model-dir", clf_dir, "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    spec = json.loads((out / "assets.extra" / "bert_keras_export.json").read_text())
+    assert spec["labels"] == ["neg", "pos"]
+    assert (out / "ids_only" / "saved_model.pb").exists()
+    other = tmp_path / "other"
+    _save_clf(other, vocab_file, seed=3, labels=("bad", "good"))
+    proc = cli("export", "--model-dir", other, "--out", out, "--no-ids-only-copy")
+    assert proc.returncode == 0, proc.stderr
+    spec = json.loads((out / "assets.extra" / "bert_keras_export.json").read_text())
+    assert spec["labels"] == ["bad", "good"]
+    assert not (out / "ids_only").exists()  # replaced as a whole, not merged
+    # TF Serving's base folder holds only the version folder: no temporary sibling left
+    assert os.listdir(out.parent) == ["1"]
+    # a file the user put into the export is never deleted by a re-export
+    (out / "README").write_text("deployed 2026-12-01")
+    _one_line_error(cli("export", "--model-dir", other, "--out", out), "'README'")
+    assert (out / "README").read_text() == "deployed 2026-12-01"
+
+
+def test_tflite_reexport_keeps_other_quantisations_and_writes_whole(tmp_path, clf_dir):
+    from bert_keras.export import export_tflite
+
+    out = tmp_path / "tfl"
+    f32 = export_tflite(clf_dir, out, text_model=False)
+    f16 = export_tflite(clf_dir, out, quantize="float16", text_model=False)
+    assert f32["ids"] == str(out / "model.tflite") and f16["ids"] == str(out / "model_float16.tflite")
+    assert sorted(os.listdir(out)) == ["bert_keras_export.json", "model.tflite", "model_float16.tflite",
+                                       "vocab.txt"]
+    assert (out / "vocab.txt").read_text() == "\n".join(VOCAB) + "\n"
+    assert os.listdir(tmp_path) == ["tfl"]
+    mode = os.stat(out / "model.tflite").st_mode & 0o777
+    umask = os.umask(0)
+    os.umask(umask)
+    assert mode == 0o666 & ~umask  # not mkstemp's 0600
+    # other settings: the previous variants would be misdescribed, so they go (with a warning)
+    with pytest.warns(UserWarning, match="model_float16.tflite"):
+        export_tflite(clf_dir, out, max_seq_len=12, text_model=False)
+    assert sorted(os.listdir(out)) == ["bert_keras_export.json", "model.tflite", "vocab.txt"]
+    assert json.loads((out / "bert_keras_export.json").read_text())["max_seq_len"] == 12
+    # a TFLite export is not replaced by a SavedModel
+    from bert_keras.export import export_saved_model
+
+    with pytest.raises(BertKerasError, match="holds a bert-keras TFLite export"):
+        export_saved_model(clf_dir, out)
+    assert sorted(os.listdir(out)) == ["bert_keras_export.json", "model.tflite", "vocab.txt"]
