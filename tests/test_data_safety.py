@@ -263,3 +263,96 @@ def test_tflite_reexport_keeps_other_quantisations_and_writes_whole(tmp_path, cl
     with pytest.raises(BertKerasError, match="holds a bert-keras TFLite export"):
         export_saved_model(clf_dir, out)
     assert sorted(os.listdir(out)) == ["bert_keras_export.json", "model.tflite", "vocab.txt"]
+
+
+# --------------------------------------------------------------------------- fine-tuning
+def _examples():
+    from bert_keras.tasks import InputExample
+
+    return [InputExample(text_a=t, label=y, guid=str(i)) for i, (t, y) in enumerate(zip(TEXTS, LABELS))]
+
+
+class _DieAfterOneBatch:
+    def __new__(cls):
+        import keras
+
+        class Die(keras.callbacks.Callback):
+            def on_train_batch_end(self, batch, logs=None):
+                raise KeyboardInterrupt
+
+        return Die()
+
+
+def test_finetune_never_leaves_a_previous_runs_results_looking_current(tmp_path, clf_dir, vocab_file, cli):
+    from bert_keras import finetuning
+
+    run = tmp_path / "run"
+    kwargs = dict(epochs=1, batch_size=4, max_seq_len=SEQ_LEN, verbose=0)
+    # a previous run's outputs
+    _save_clf(run / "best", vocab_file, seed=5)
+    (run / "eval_results.json").write_text('{"accuracy": 99.0}\n')
+    (run / "history.json").write_text("[]\n")
+    (run / "train.csv").write_text("text,label\n" + "".join(f"{t},{y}\n" for t, y in zip(TEXTS, LABELS)))
+    previous = _tree(run)
+    assert {"best/bert_keras.json", "eval_results.json", "history.json", "train.csv"} <= set(previous)
+    # without --overwrite a non-empty model dir is refused, before any work, and left as it was
+    with pytest.raises(BertKerasError, match="not empty"):
+        finetuning.finetune("classification", _examples(), _examples(), clf_dir, run, **kwargs)
+    line = _one_line_error(cli("finetune", "--task", "classification", "--init", clf_dir, "--train",
+                               run / "train.csv", "--model-dir", run, "--epochs", 1), "--overwrite")
+    assert line.startswith(f"bert-keras finetune: error: {run}: folder is not empty"), line
+    assert _tree(run) == previous
+    # with it, a run that dies in its first batch leaves no best/ nor results of the previous run
+    with pytest.raises(KeyboardInterrupt):
+        finetuning.finetune("classification", _examples(), _examples(), clf_dir, run, overwrite=True,
+                            callbacks=[_DieAfterOneBatch()], **kwargs)
+    assert sorted(os.listdir(run)) == ["train.csv"]  # the user's file stays
+    # and a run that finishes writes them again
+    proc = cli("finetune", "--task", "classification", "--init", clf_dir, "--train", run / "train.csv",
+               "--eval", run / "train.csv", "--model-dir", run, "--epochs", 1, "--batch-size", 4,
+               "--max-seq-len", SEQ_LEN, "--overwrite")
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(os.listdir(run)) == ["best", "eval_results.json", "history.json", "train.csv"]
+    load_checkpoint(run / "best", task="classification")
+
+
+def test_finetune_overwrite_never_deletes_its_own_init_or_a_foreign_best(tmp_path, clf_dir, vocab_file):
+    import shutil
+
+    from bert_keras import finetuning
+
+    run = tmp_path / "run"
+    _save_clf(run / "best", vocab_file)
+    before = _tree(run)
+    with pytest.raises(BertKerasError, match="initial checkpoint"):
+        finetuning.finetune("classification", _examples(), None, run / "best", run, overwrite=True, epochs=1)
+    assert _tree(run) == before
+    shutil.rmtree(run / "best")
+    (run / "best").mkdir()
+    (run / "best" / "mine.txt").write_text("keep")
+    with pytest.raises(BertKerasError, match="not a bert-keras checkpoint"):
+        finetuning.finetune("classification", _examples(), None, clf_dir, run, overwrite=True, epochs=1)
+    assert _tree(run) == {"best/mine.txt": b"keep"}
+
+
+# --------------------------------------------------------------------------- pre-training's final/
+def test_pretraining_completes_a_final_folder_left_without_its_vocab(tmp_path, vocab_file):
+    from bert_keras.training.pretrain import PretrainConfig, pretrain
+
+    rng = np.random.default_rng(0)
+    docs = ["\n".join(" ".join(rng.choice(WORDS, 6)) for _ in range(8)) for _ in range(4)]
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(docs) + "\n")
+    cfg = dict(preset="tiny", vocab=vocab_file, train_files=str(corpus), model_dir=str(tmp_path / "run"),
+               phase1_steps=2, phase2_steps=0, phase1_seq_len=16, phase1_max_predictions=3, batch_size=4,
+               warmup_steps=1, log_every=1, checkpoint_every=2, strategy="cpu", progress=False, seed=0)
+    pretrain(PretrainConfig.from_dict(cfg))
+    final = tmp_path / "run" / "final"
+    assert sorted(os.listdir(final)) == ["bert_keras.json", "model.safetensors", "vocab.txt"]
+    assert not [n for n in os.listdir(final.parent) if n.startswith(".final")]
+    (final / "vocab.txt").unlink()  # what a kill between the files of a non-atomic save left
+    with pytest.raises(CheckpointError, match="vocab.txt is missing"):
+        load_checkpoint(final)
+    pretrain(PretrainConfig.from_dict(cfg))  # the finished run, started again
+    assert (final / "vocab.txt").read_text() == "\n".join(VOCAB) + "\n"
+    load_checkpoint(final, task="pretraining")

@@ -21,7 +21,7 @@ from bert_keras.errors import BertKerasError, CheckpointError
 from bert_keras.utils import atomic_folder, atomic_write, foreign_entries, write_json
 
 __all__ = ["load_checkpoint", "save_checkpoint", "model_variables", "task_of", "open_checkpoint",
-           "checkpoint_task", "TASKS"]
+           "checkpoint_task", "check_replaceable", "is_complete_checkpoint", "TASKS"]
 
 FORMAT_VERSION = 2  # 2: bert_keras.json lists the folder's files (the completion marker)
 
@@ -234,6 +234,22 @@ def load_checkpoint(path, task=None, dtype=None, **head_kwargs):
     return model
 
 
+def is_complete_checkpoint(folder) -> bool:
+    """Whether ``folder`` is a complete bert-keras save (its completion marker matches, see `save_checkpoint`)."""
+    from bert_keras.checkpoints.formats import check_complete
+    from bert_keras.utils import read_json
+
+    meta_path = os.path.join(os.fspath(folder), OURS_META)
+    if not os.path.isfile(meta_path):
+        return False
+    try:
+        meta = read_json(meta_path, CheckpointError)
+        check_complete(os.fspath(folder), meta if isinstance(meta, dict) else {})
+    except CheckpointError:
+        return False
+    return True
+
+
 # --------------------------------------------------------------------------- saving
 def _write_safetensors(path, tensors, metadata=None):
     from safetensors.numpy import save_file
@@ -268,8 +284,12 @@ def _head_config(model, task):
 _SAVED_NAMES = (OURS_META, WEIGHTS, VOCAB)
 
 
-def _may_replace(folder):
-    """Accept an existing non-empty ``folder`` only when it is a previous bert-keras save."""
+def check_replaceable(folder) -> None:
+    """Accept an existing non-empty ``folder`` only when it is a previous bert-keras save.
+
+    Raises:
+      BertKerasError: naming the folder and what makes it foreign.
+    """
     if not os.path.exists(os.path.join(folder, OURS_META)):
         raise BertKerasError(f"{folder}: folder exists, is not empty and is not a bert-keras checkpoint; "
                              "refusing to replace it (choose another folder)")
@@ -309,7 +329,7 @@ def save_checkpoint(model, folder, vocab_path=None, flavor="bert_keras", lower_c
     if flavor not in ("bert_keras", "huggingface", "google"):
         raise BertKerasError(f"unknown checkpoint flavor {flavor!r}; choose bert_keras, huggingface or google")
     final = os.fspath(folder)
-    with atomic_folder(final, may_replace=_may_replace if flavor == "bert_keras" else None) as tmp:
+    with atomic_folder(final, may_replace=check_replaceable if flavor == "bert_keras" else None) as tmp:
         _save_into(model, tmp, vocab_path, flavor, lower_case, metadata)
     return folder
 
