@@ -39,16 +39,23 @@ def _umask() -> int:
 
 
 def _fsync_path(path) -> None:
-    """fsync a file or a folder (a folder's fsync makes a rename inside it durable)."""
-    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) if os.path.isdir(path) else os.O_RDONLY
+    """fsync a file or a folder (a folder's fsync makes a rename inside it durable).
+
+    A file that cannot be flushed is an error (its data may not be on disk);
+    a folder that cannot be is not (some file systems refuse fsync on folders).
+    """
+    folder = os.path.isdir(path)
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if folder else 0))
     except OSError:
-        return
+        if folder:
+            return
+        raise
     try:
         os.fsync(fd)
-    except OSError:  # some file systems refuse fsync on folders
-        pass
+    except OSError:
+        if not folder:
+            raise
     finally:
         os.close(fd)
 

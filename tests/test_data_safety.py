@@ -356,3 +356,80 @@ def test_pretraining_completes_a_final_folder_left_without_its_vocab(tmp_path, v
     pretrain(PretrainConfig.from_dict(cfg))  # the finished run, started again
     assert (final / "vocab.txt").read_text() == "\n".join(VOCAB) + "\n"
     load_checkpoint(final, task="pretraining")
+
+
+# --------------------------------------------------------------------------- single-file outputs
+def test_predict_output_keeps_the_previous_file_when_predicting_fails(tmp_path, clf_dir, cli, monkeypatch):
+    from bert_keras.export.predict import Predictor
+
+    out = tmp_path / "predictions.jsonl"
+    proc = cli("predict", "--model", clf_dir, "--output", out, "--batch-size", 2, *TEXTS[:3])
+    assert proc.returncode == 0, proc.stderr
+    first = out.read_text()
+    assert [json.loads(line)["label"] in ("neg", "pos") for line in first.splitlines()] == [True] * 3
+    original = Predictor.predict
+
+    def fail_after_one(self, texts, texts_b=None, batch_size=32):
+        for n, record in enumerate(original(self, texts, texts_b, batch_size)):
+            if n == 1:
+                raise BertKerasError("the model server went away")
+            yield record
+
+    monkeypatch.setattr(Predictor, "predict", fail_after_one)
+    _one_line_error(cli("predict", "--model", clf_dir, "--output", out, *TEXTS), "went away")
+    assert out.read_text() == first  # not truncated, not half-replaced
+    assert os.listdir(tmp_path) == ["predictions.jsonl"]
+
+
+def test_evaluate_output_is_written_whole_and_never_into_a_folder(tmp_path, clf_dir, cli):
+    data = tmp_path / "dev.csv"
+    data.write_text("text,label\n" + "".join(f"{t},{y}\n" for t, y in zip(TEXTS, LABELS)))
+    out = tmp_path / "scores" / "dev.json"  # its folder is created
+    proc = cli("evaluate", "--model-dir", clf_dir, "--eval", data, "--output", out)
+    assert proc.returncode == 0, proc.stderr
+    scores = json.loads(out.read_text())
+    assert json.loads(proc.stdout) == scores and 0 <= scores["accuracy"] <= 100
+    assert sorted(os.listdir(out.parent)) == ["dev.json"]
+    _one_line_error(cli("evaluate", "--model-dir", clf_dir, "--eval", data, "--output", tmp_path),
+                    f"{tmp_path}: is a folder")
+
+
+def test_save_vocab_and_config_json_are_atomic_with_the_usual_permissions(tmp_path, monkeypatch):
+    from bert_keras import utils
+    from bert_keras.text.vocab import load_vocab, save_vocab
+
+    path = tmp_path / "vocab.txt"
+    save_vocab(VOCAB, path)
+    assert load_vocab(str(path)) == VOCAB
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert os.stat(path).st_mode & 0o777 == 0o666 & ~umask
+    cfg = bk.BertConfig.preset("tiny", vocab_size=len(VOCAB))
+    cfg.to_json(tmp_path / "config.json")
+    assert bk.BertConfig.from_json(tmp_path / "config.json") == cfg
+
+    def die(fd):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(utils.os, "fsync", die)  # fails after the whole text is written, before the rename
+    with pytest.raises(OSError):
+        save_vocab(["[PAD]", "x"], path)
+    assert load_vocab(str(path)) == VOCAB
+    assert sorted(os.listdir(tmp_path)) == ["config.json", "vocab.txt"]
+
+
+def test_convert_to_an_existing_file_or_folder_is_a_one_line_error(tmp_path, clf_dir, cli):
+    target = tmp_path / "taken"
+    target.write_text("mine")
+    line = _one_line_error(cli("convert", "--from", clf_dir, "--to", target), "exists and is a file")
+    assert line.startswith(f"bert-keras convert: error: {target}:"), line
+    assert target.read_text() == "mine"
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    _one_line_error(cli("convert", "--from", clf_dir, "--to", folder, "--format", "huggingface"),
+                    "exists and is not empty")
+    assert _tree(folder) == {"config.json": b"{}"}
+    proc = cli("convert", "--from", clf_dir, "--to", tmp_path / "new", "--format", "google")
+    assert proc.returncode == 0, proc.stderr
+    assert "verified" in proc.stdout
