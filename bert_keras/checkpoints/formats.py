@@ -165,7 +165,8 @@ def check_complete(folder, meta) -> None:
             raise CheckpointError(f"{folder}: incomplete bert-keras checkpoint: {name} is missing")
         if os.path.getsize(path) != size:
             raise CheckpointError(f"{folder}: incomplete bert-keras checkpoint: {name} has "
-                                  f"{os.path.getsize(path)} bytes, {OURS_META} records {size}")
+                                  f"{os.path.getsize(path)} bytes, {OURS_META} records {size} "
+                                  "(cut short, or changed after saving)")
 
 
 def _open_ours(folder):
