@@ -174,13 +174,8 @@ def resolve(model_dir_or_model, max_seq_len=None, pair=None, vocab_path=None, lo
 def write_spec(spec: ExportSpec, folder, **extra) -> str:
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, SPEC_FILE)
-    write_json(path, spec_json(spec, **extra))
+    write_json(path, {**spec.to_json(), **extra})
     return path
-
-
-def spec_json(spec: ExportSpec, **extra) -> dict:
-    """The JSON `write_spec` writes."""
-    return {**spec.to_json(), **extra}
 
 
 # What the exporters write at the top of their folder: an existing folder is
@@ -198,7 +193,7 @@ def _export_kind(folder):
 
 
 def check_out_dir(out_dir, model_dir, kind) -> None:
-    """Refuse an output folder an export must not replace (before any work is done).
+    """Refuse an output folder an export must not replace (cheap: call it before writing anything).
 
     Refused: ``out_dir`` equal to or containing ``model_dir`` (replacing it
     would delete the model being exported), and an existing non-empty
