@@ -7,11 +7,10 @@ Hugging Face's ``config.json`` (the same keys as Google's plus a few).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 
 from bert_keras.errors import BertKerasError
-from bert_keras.utils import read_json
+from bert_keras.utils import read_json, write_json
 
 # Activation names accepted in configs.  "gelu" is the exact erf form (the paper,
 # Hugging Face "gelu"); the tanh approximation has its own names.
@@ -142,10 +141,8 @@ class BertConfig:
         return cls.from_dict(values, source=path)
 
     def to_json(self, path: str | os.PathLike, flavor: str = "bert_keras") -> None:
-        """Writes JSON; ``flavor`` "bert_keras" (ours), "google" or "huggingface"."""
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(self.to_flavor(flavor), f, indent=2)
-            f.write("\n")
+        """Writes JSON atomically; ``flavor`` "bert_keras" (ours), "google" or "huggingface"."""
+        write_json(path, self.to_flavor(flavor))
 
     def to_flavor(self, flavor: str = "bert_keras") -> dict:
         if flavor == "bert_keras":

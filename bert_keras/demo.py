@@ -12,11 +12,12 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
 import numpy as np
+
+from bert_keras.utils import atomic_write, write_json
 
 EXAMPLE_SENTENCES = [
     "a gorgeous, witty and deeply moving film.",
@@ -57,7 +58,7 @@ def plot_curve(losses, path, title):
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path)
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))
     plt.close(fig)
 
 
@@ -86,7 +87,8 @@ def run_demo(out_dir="runs/demo", fast=False, epochs=1, batch_size=32, learning_
     result = finetune("classification", _examples(train_x, train_y), _examples(dev_x, dev_y), minilm,
                       os.path.join(out_dir, "sentiment"), epochs=epochs, batch_size=batch_size,
                       learning_rate=learning_rate, max_seq_len=128, seed=0, mixed_precision=mixed_precision,
-                      verbose=verbose, callbacks=[recorder])
+                      verbose=verbose, callbacks=[recorder],
+                      overwrite=True)  # the demo's own subfolder: a re-run replaces the previous one
     best = result["best_checkpoint"]
     summary = {
         "dev_accuracy": result["accuracy"],
@@ -111,8 +113,7 @@ def run_demo(out_dir="runs/demo", fast=False, epochs=1, batch_size=32, learning_
     summary["keras_latency_ms_per_batch"] = 1000 * (time.perf_counter() - start)
     summary["examples"] = [{"text": s, "positive": float(p[1])} for s, p in zip(EXAMPLE_SENTENCES, probs)]
     summary["total_seconds"] = time.perf_counter() - t0
-    with open(os.path.join(out_dir, "summary.json"), "w", encoding="utf-8") as f:
-        json.dump(summary, f, indent=2)
+    write_json(os.path.join(out_dir, "summary.json"), summary)
     print_summary(summary)
     return summary
 

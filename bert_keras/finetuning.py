@@ -237,11 +237,68 @@ def prepare_task(task, train_examples, dev_examples, tokenizer, max_seq_len=128,
 
 
 # --------------------------------------------------------------------------- the loop
+# What finetune writes into model_dir (and all that overwrite=True removes).
+OUTPUTS = ("best", "eval_results.json", "history.json")
+
+
+def prepare_model_dir(model_dir, overwrite=False, init=None) -> None:
+    """Make sure no previous run's outputs can pass for this run's.
+
+    A non-empty ``model_dir`` is refused unless ``overwrite``; then the
+    previous run's `OUTPUTS` are removed before training starts (so a run
+    that dies early leaves no stale ``best/`` or ``eval_results.json``),
+    and every other file in the folder is kept.  ``best/`` is removed only
+    when it is a bert-keras checkpoint folder, and never when ``init`` is
+    (inside) it.
+
+    Raises:
+      BertKerasError: one line naming the folder and what is in the way.
+    """
+    import shutil
+
+    from bert_keras.checkpoints import check_replaceable
+
+    model_dir = os.fspath(model_dir)
+    if not os.path.isdir(model_dir):
+        if os.path.lexists(model_dir):
+            raise BertKerasError(f"{model_dir}: exists and is not a folder")
+        return
+    present = sorted(os.listdir(model_dir))
+    if not present:
+        return
+    if not overwrite:
+        raise BertKerasError(f"{model_dir}: folder is not empty (holds {present[0]!r}); choose a new folder, or "
+                             "pass --overwrite (overwrite=True) to replace a previous run's outputs")
+    best = os.path.join(model_dir, "best")
+    if init is not None and os.path.lexists(best):
+        real_init, real_best = os.path.realpath(os.fspath(init)), os.path.realpath(best)
+        if real_init == real_best or real_init.startswith(real_best + os.sep):
+            raise BertKerasError(f"{init}: the initial checkpoint is the previous run's {best}, which --overwrite "
+                                 "would delete; copy it elsewhere or choose another --model-dir")
+    if os.path.lexists(best):
+        if not os.path.isdir(best) or os.path.islink(best):
+            raise BertKerasError(f"{best}: not a checkpoint folder; refusing to delete it")
+        check_replaceable(best)
+    for name in OUTPUTS[1:]:
+        path = os.path.join(model_dir, name)
+        if os.path.isfile(path):
+            os.remove(path)  # first: results must never outlive the checkpoint they describe
+    if os.path.isdir(best):
+        shutil.rmtree(best)
+
+
 def finetune(task, train_examples, dev_examples, init, model_dir, epochs=3, batch_size=32, learning_rate=5e-5,
              max_seq_len=128, seed=0, weight_decay=0.01, warmup_fraction=0.1, clipnorm=1.0,
              mixed_precision=None, label_map=None, lower_case=None, dropout=None, dev_dataset=None,
-             doc_stride=128, max_query_length=64, verbose=1, callbacks=None):
+             doc_stride=128, max_query_length=64, verbose=1, callbacks=None, overwrite=False):
     """Fine-tune ``init`` on a task and keep the best epoch on the dev set.
+
+    A previous run's outputs never look current: a non-empty ``model_dir``
+    is refused unless ``overwrite``, which removes the previous ``best/``,
+    ``eval_results.json`` and ``history.json`` (only those) before training
+    (`prepare_model_dir`).  ``best/`` is written as a whole each time an
+    epoch improves (`save_checkpoint`), the two JSON files atomically at the
+    end.
 
     Args:
         task: one of `TASKS`.
@@ -252,6 +309,7 @@ def finetune(task, train_examples, dev_examples, init, model_dir, epochs=3, batc
             export`), ``eval_results.json``, ``history.json``.
         mixed_precision: None/"none", "bf16" or "fp16".
         dev_dataset: SQuAD only: the dev JSON (dict) for the official metrics.
+        overwrite: replace a previous run's outputs in a non-empty ``model_dir``.
 
     Returns:
         dict: best dev metrics (percentages), epoch, train_seconds,
@@ -270,6 +328,7 @@ def finetune(task, train_examples, dev_examples, init, model_dir, epochs=3, batc
     dev_examples = list(dev_examples) if dev_examples else None
     if not train_examples:
         raise BertKerasError("no training examples")
+    prepare_model_dir(model_dir, overwrite, init)
     keras.utils.set_random_seed(seed)
     policy = {None: None, "none": None, "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}[mixed_precision]
 

@@ -39,16 +39,23 @@ def _umask() -> int:
 
 
 def _fsync_path(path) -> None:
-    """fsync a file or a folder (a folder's fsync makes a rename inside it durable)."""
-    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) if os.path.isdir(path) else os.O_RDONLY
+    """fsync a file or a folder (a folder's fsync makes a rename inside it durable).
+
+    A file that cannot be flushed is an error (its data may not be on disk);
+    a folder that cannot be is not (some file systems refuse fsync on folders).
+    """
+    folder = os.path.isdir(path)
     try:
-        fd = os.open(path, flags)
+        fd = os.open(path, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if folder else 0))
     except OSError:
-        return
+        if folder:
+            return
+        raise
     try:
         os.fsync(fd)
-    except OSError:  # some file systems refuse fsync on folders
-        pass
+    except OSError:
+        if not folder:
+            raise
     finally:
         os.close(fd)
 
@@ -68,7 +75,10 @@ def atomic_write(path, write):
     after it; its mode is 0666 less the umask.
     """
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise BertKerasError(f"{path}: is a folder; expected a file name")
     folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".")
     os.close(fd)
     try:
@@ -135,6 +145,18 @@ def replace_folder(tmp, final) -> None:
     _fsync_path(parent)
 
 
+def foreign_entries(folder, names=(), patterns=()) -> list:
+    """The entries of ``folder`` that are neither in ``names`` nor match a glob of ``patterns`` (sorted).
+
+    `atomic_folder`'s ``may_replace`` callers use it to check that a folder
+    holds only what their writer produces before they let it be replaced.
+    """
+    import fnmatch
+
+    return sorted(e for e in os.listdir(folder)
+                  if e not in names and not any(fnmatch.fnmatchcase(e, p) for p in patterns))
+
+
 @contextlib.contextmanager
 def atomic_folder(final, may_replace=None):
     """Write a folder as a whole: ``with atomic_folder(out) as tmp: <write files into tmp>``.
@@ -152,6 +174,11 @@ def atomic_folder(final, may_replace=None):
         deleted that this call did not write.
     """
     final = os.fspath(final)
+    if os.path.isdir(final):
+        real, cwd = os.path.realpath(final), os.path.realpath(os.getcwd())
+        if cwd == real or cwd.startswith(real.rstrip(os.sep) + os.sep):
+            # swapping it would leave this process (and the user's shell) in a deleted folder
+            raise BertKerasError(f"{final}: is (or contains) the working directory; write to a subfolder")
     if os.path.isdir(final) and os.listdir(final):
         if may_replace is None:
             raise BertKerasError(f"{final}: folder exists and is not empty; refusing to replace it")

@@ -124,6 +124,9 @@ def folders(tmp_path_factory, minilm_dir):
     bk.save_checkpoint(bk.BertEncoder(bk.BertConfig.preset("tiny", vocab_size=100, max_position_embeddings=64)),
                        root / "mismatch", vocab_path=root / "v100.txt")
     shutil.copyfile(vocab, root / "mismatch" / "vocab.txt")
+    meta = json.loads((root / "mismatch" / "bert_keras.json").read_text())
+    meta["files"]["vocab.txt"] = os.path.getsize(vocab)  # the swap recorded, as if saved so
+    (root / "mismatch" / "bert_keras.json").write_text(json.dumps(meta))
     (root / "bad.yaml").write_text("phase1_steps: [10\n")
     (root / "bad.json").write_text('{"phase1_steps": 10,}')
     (root / "unknown_key.json").write_text('{"phase1_steps": 10, "learning_rat": 0.1}')

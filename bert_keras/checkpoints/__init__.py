@@ -18,12 +18,12 @@ from bert_keras.checkpoints import mapping
 from bert_keras.checkpoints.formats import OURS_META, VOCAB, WEIGHTS, check_vocab, open_checkpoint
 from bert_keras.checkpoints.mapping import TASKS, encoder_entries, head_entries
 from bert_keras.errors import BertKerasError, CheckpointError
-from bert_keras.utils import atomic_write, write_json
+from bert_keras.utils import atomic_folder, atomic_write, foreign_entries, write_json
 
 __all__ = ["load_checkpoint", "save_checkpoint", "model_variables", "task_of", "open_checkpoint",
-           "checkpoint_task", "TASKS"]
+           "checkpoint_task", "check_replaceable", "is_complete_checkpoint", "TASKS"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: bert_keras.json lists the folder's files (the completion marker)
 
 _HF_ARCHITECTURES = {
     None: "BertModel",
@@ -235,6 +235,22 @@ def load_checkpoint(path, task=None, dtype=None, **head_kwargs):
     return model
 
 
+def is_complete_checkpoint(folder) -> bool:
+    """Whether ``folder`` is a complete bert-keras save (its completion marker matches, see `save_checkpoint`)."""
+    from bert_keras.checkpoints.formats import check_complete
+    from bert_keras.utils import read_json
+
+    meta_path = os.path.join(os.fspath(folder), OURS_META)
+    if not os.path.isfile(meta_path):
+        return False
+    try:
+        meta = read_json(meta_path, CheckpointError)
+        check_complete(os.fspath(folder), meta if isinstance(meta, dict) else {})
+    except CheckpointError:
+        return False
+    return True
+
+
 # --------------------------------------------------------------------------- saving
 def _write_safetensors(path, tensors, metadata=None):
     from safetensors.numpy import save_file
@@ -253,9 +269,7 @@ def _copy_vocab(vocab_path, folder, config):
     if n > config.vocab_size:
         raise BertKerasError(f"{vocab_path}: {n} tokens but the model's token embedding has "
                              f"{config.vocab_size} rows")
-    target = os.path.join(folder, VOCAB)
-    if os.path.abspath(vocab_path) != os.path.abspath(target):
-        atomic_write(target, lambda tmp: shutil.copyfile(vocab_path, tmp))
+    shutil.copyfile(vocab_path, os.path.join(folder, VOCAB))  # folder: atomic_folder's temporary
 
 
 def _head_config(model, task):
@@ -266,23 +280,64 @@ def _head_config(model, task):
     return {}
 
 
+# What save_checkpoint writes in the bert_keras flavor: a folder with our
+# bert_keras.json and nothing else than these is a previous save that may be replaced.
+_SAVED_NAMES = (OURS_META, WEIGHTS, VOCAB)
+
+
+def check_replaceable(folder) -> None:
+    """Accept an existing non-empty ``folder`` only when it is a previous bert-keras save.
+
+    Raises:
+      BertKerasError: naming the folder and what makes it foreign.
+    """
+    if not os.path.exists(os.path.join(folder, OURS_META)):
+        raise BertKerasError(f"{folder}: folder exists, is not empty and is not a bert-keras checkpoint; "
+                             "refusing to replace it (choose another folder)")
+    foreign = foreign_entries(folder, _SAVED_NAMES)
+    if foreign:
+        raise BertKerasError(f"{folder}: a bert-keras checkpoint folder that also holds {foreign[0]!r}, which "
+                             "save_checkpoint did not write; refusing to replace it")
+
+
 def save_checkpoint(model, folder, vocab_path=None, flavor="bert_keras", lower_case=None, metadata=None):
     """Save ``model`` with its config and vocabulary so `load_checkpoint` reads it back.
 
+    The folder is written as a whole (`bert_keras.utils.atomic_folder`): into a
+    temporary sibling that is renamed into place once complete, so a reader
+    sees the previous save or the new one, never a mix.  An existing
+    non-empty ``folder`` is replaced only when it is a previous bert-keras
+    save (``bert_keras.json`` and only the files written here); anything
+    else is refused with an error and left untouched.
+
+    Completion marker (bert_keras flavor): ``bert_keras.json`` is written last
+    and lists every other file with its size under ``"files"``;
+    `load_checkpoint` / `open_checkpoint` refuse a folder whose
+    ``bert_keras.json`` has no such list or whose files do not match it.
+
     Args:
         model: any bert_keras model.
-        folder: output folder (created).  Each file is written atomically.
+        folder: output folder (created).
         vocab_path: vocab.txt to copy in (default: ``model.vocab_path`` when set).
         flavor: "bert_keras" (bert_keras.json + model.safetensors with our names),
             "huggingface" (config.json + model.safetensors, loadable by
             transformers' BertModel/BertFor*), or "google" (bert_config.json +
-            bert_model.ckpt.* in Google's TF1 variable names).
+            bert_model.ckpt.* in Google's TF1 variable names).  The two
+            foreign flavors never replace an existing non-empty folder.
         lower_case: recorded for the tokenizer (default: ``model.lower_case``).
         metadata: extra JSON-serialisable information (bert_keras flavor), e.g. label names.
     """
+    if flavor not in ("bert_keras", "huggingface", "google"):
+        raise BertKerasError(f"unknown checkpoint flavor {flavor!r}; choose bert_keras, huggingface or google")
+    final = os.fspath(folder)
+    with atomic_folder(final, may_replace=check_replaceable if flavor == "bert_keras" else None) as tmp:
+        _save_into(model, tmp, vocab_path, flavor, lower_case, metadata)
+    return folder
+
+
+def _save_into(model, folder, vocab_path, flavor, lower_case, metadata):
     from bert_keras.models import BertEncoder
 
-    os.makedirs(folder, exist_ok=True)
     task = task_of(model)
     enc = model if isinstance(model, BertEncoder) else model.encoder
     config = enc.config
@@ -291,10 +346,13 @@ def save_checkpoint(model, folder, vocab_path=None, flavor="bert_keras", lower_c
         lower_case = getattr(model, "lower_case", None)
     values = {name: np.asarray(var.numpy(), dtype=np.float32) for name, var in model_variables(model).items()}
     entries = encoder_entries(config.num_layers) + head_entries(task)
+    _copy_vocab(vocab_path, folder, config)
     if flavor == "bert_keras":
         _write_safetensors(os.path.join(folder, WEIGHTS), values, metadata={"format": "bert_keras"})
         meta = {"format": "bert_keras", "version": FORMAT_VERSION, "task": task, "config": config.to_dict(),
                 "head": _head_config(model, task), "lower_case": lower_case, "metadata": metadata or {}}
+        # last: the completion marker (see save_checkpoint)
+        meta["files"] = {name: os.path.getsize(os.path.join(folder, name)) for name in sorted(os.listdir(folder))}
         write_json(os.path.join(folder, OURS_META), meta)
     elif flavor == "huggingface":
         prefix = "" if task is None else "bert."
@@ -331,7 +389,4 @@ def save_checkpoint(model, folder, vocab_path=None, flavor="bert_keras", lower_c
         tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
                           tensors=[tf.constant(a) for a in arrays])
         write_json(os.path.join(folder, "bert_config.json"), config.to_flavor("google"))
-    else:
-        raise BertKerasError(f"unknown checkpoint flavor {flavor!r}; choose bert_keras, huggingface or google")
-    _copy_vocab(vocab_path, folder, config)
-    return folder
+

@@ -147,11 +147,34 @@ def _open_google(path):
     return RawCheckpoint("google", config, prefix, folder, meta, shapes, reader.get_tensor)
 
 
+def check_complete(folder, meta) -> None:
+    """Refuse a bert-keras folder that is not a complete save.
+
+    `save_checkpoint` writes ``bert_keras.json`` last, with the name and size
+    of every other file under ``"files"`` (the completion marker); a folder
+    without that record (interrupted, or saved before the record existed) or
+    with a file missing or of another size is not loaded.
+    """
+    files = meta.get("files")
+    if not isinstance(files, dict):
+        raise CheckpointError(f"{folder}: incomplete bert-keras checkpoint: {OURS_META} has no 'files' record "
+                              "(interrupted or older save); save it again")
+    for name, size in files.items():
+        path = os.path.join(folder, name)
+        if not os.path.isfile(path):
+            raise CheckpointError(f"{folder}: incomplete bert-keras checkpoint: {name} is missing")
+        if os.path.getsize(path) != size:
+            raise CheckpointError(f"{folder}: incomplete bert-keras checkpoint: {name} has "
+                                  f"{os.path.getsize(path)} bytes, {OURS_META} records {size} "
+                                  "(cut short, or changed after saving)")
+
+
 def _open_ours(folder):
     meta_path = os.path.join(folder, OURS_META)
     meta = _read_json(meta_path)
     if not isinstance(meta, dict) or "config" not in meta:
         raise CheckpointError(f"{meta_path}: missing field 'config'")
+    check_complete(folder, meta)
     config = BertConfig.from_dict(meta["config"], source=meta_path)
     st = os.path.join(folder, WEIGHTS)
     if not os.path.exists(st):

@@ -4,7 +4,8 @@ The source layout is detected (Hugging Face config.json + model.safetensors or
 pytorch_model.bin; Google bert_config.json + bert_model.ckpt.*; a bert-keras
 folder).  Heads in the source (MLM/NSP, classifier, span) are kept unless --task
 says otherwise.  Outputs are checked: the converted folder is loaded back and its
-outputs compared with the source model's on a random batch.
+outputs compared with the source model's on a random batch.  --to must be a new (or empty) folder: an
+existing file or non-empty folder is refused, nothing is overwritten.
 
 examples:
   bert-keras convert --from uncased_L-12_H-768_A-12 --to bert-base-hf --format huggingface
@@ -21,7 +22,8 @@ TASK_CHOICES = ("auto", "encoder", "pretraining", "classification", "token_class
 
 def add_arguments(p):
     p.add_argument("--from", dest="source", required=True, help="checkpoint folder (or Google ckpt prefix)")
-    p.add_argument("--to", dest="out", required=True, help="output folder (created)")
+    p.add_argument("--to", dest="out", required=True,
+                   help="output folder (created; an existing file or non-empty folder is refused)")
     p.add_argument("--format", choices=FORMATS, default="bert_keras", help="output layout (default: bert_keras)")
     p.add_argument("--task", choices=TASK_CHOICES, default="auto",
                    help="which heads to convert (default: whatever the source holds)")
@@ -35,6 +37,11 @@ def run(args) -> int:
     from bert_keras.checkpoints import checkpoint_task, load_checkpoint, save_checkpoint, task_of
     from bert_keras.errors import BertKerasError
 
+    # before any work, and never over what is there: a conversion is cheap to redo elsewhere
+    if os.path.lexists(args.out) and not os.path.isdir(args.out):
+        raise BertKerasError(f"{args.out}: --to exists and is a file; choose a new folder")
+    if os.path.isdir(args.out) and os.listdir(args.out):
+        raise BertKerasError(f"{args.out}: --to exists and is not empty; choose a new folder")
     task = checkpoint_task(args.source) if args.task == "auto" else args.task
     task = None if task == "encoder" else task
     model = load_checkpoint(args.source, task=task)

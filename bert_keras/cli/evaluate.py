@@ -42,6 +42,7 @@ def run(args) -> int:
     text = json.dumps(scores, indent=2)
     print(text)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
+        from bert_keras.utils import write_text
+
+        write_text(args.output, text + "\n")
     return 0

@@ -10,7 +10,13 @@ Hugging Face / Google folder with a task head).
                version folder (models/NAME/1).
   tflite       OUT/model.tflite (ids inputs, builtin ops) and
                OUT/model_text.tflite (tokenizer inside, tensorflow-text TFLite
-               kernels); --quantize adds a suffix (model_int8.tflite, ...).
+               kernels); --quantize adds a suffix (model_int8.tflite, ...); the
+               other quantisations already in OUT are kept when exported with
+               the same settings.
+
+OUT is written to a temporary sibling and renamed into place when complete
+(TF Serving never sees a half-written version); nothing the exporter did not
+write is ever deleted.
 
 examples:
   bert-keras export --model-dir runs/sentiment/best --out serving/sentiment/1
@@ -31,7 +37,10 @@ QUANTIZE = ("none", "float16", "dynamic", "int8", "int8_mixed")
 
 def add_arguments(p):
     p.add_argument("--model-dir", required=True, help="model folder (finetune / save_checkpoint output)")
-    p.add_argument("--out", required=True, help="output folder (SavedModel folder, or folder for the .tflite files)")
+    p.add_argument("--out", required=True,
+                   help="output folder (SavedModel folder, or folder for the .tflite files): new, empty, or a "
+                        "previous export of the same format, which is replaced as a whole; any other non-empty "
+                        "folder, or one equal to or containing --model-dir, is refused")
     p.add_argument("--format", choices=("saved_model", "tflite"), default="saved_model")
     p.add_argument("--quantize", choices=QUANTIZE, default="none", help="TFLite only (default: none = float32)")
     p.add_argument("--max-seq-len", type=int,

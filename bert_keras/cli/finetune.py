@@ -7,6 +7,10 @@ token-per-line), squad / squad2 (SQuAD v1.1 / v2.0 JSON), multiple-choice
 `bert-keras export`), MODEL_DIR/eval_results.json (percentages) and
 MODEL_DIR/history.json.
 
+A previous run's results never look current: a non-empty MODEL_DIR is refused
+unless --overwrite, which first removes the previous best/, eval_results.json
+and history.json (nothing else), so a run that dies early leaves none of them.
+
 examples:
   bert-keras finetune --task classification --init minilm/ --train train.csv --eval dev.csv \\
       --model-dir runs/sentiment --epochs 1 --batch-size 32 --learning-rate 5e-5
@@ -29,7 +33,10 @@ def add_arguments(p):
     p.add_argument("--init", required=True, help="checkpoint folder: Hugging Face, Google or bert-keras")
     p.add_argument("--train", required=True, help="training file")
     p.add_argument("--eval", help="evaluation file (the best epoch on it is kept)")
-    p.add_argument("--model-dir", required=True, help="output folder")
+    p.add_argument("--model-dir", required=True, help="output folder (new or empty, unless --overwrite)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="reuse a non-empty --model-dir: first remove a previous run's best/, eval_results.json "
+                        "and history.json (other files are kept)")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--learning-rate", type=float, default=5e-5)
@@ -55,7 +62,8 @@ def run(args) -> int:
                       batch_size=args.batch_size, learning_rate=args.learning_rate, max_seq_len=args.max_seq_len,
                       seed=args.seed, weight_decay=args.weight_decay, warmup_fraction=args.warmup_fraction,
                       mixed_precision=args.mixed_precision, lower_case=args.lower_case,
-                      dev_dataset=dev_data, doc_stride=args.doc_stride, max_query_length=args.max_query_length)
+                      dev_dataset=dev_data, doc_stride=args.doc_stride, max_query_length=args.max_query_length,
+                      overwrite=args.overwrite)
     result.pop("model")
     result.pop("history")
     print(json.dumps(result, indent=2))

@@ -117,6 +117,7 @@ def _read(args, lines, where, pair=False):
 def run(args) -> int:
     from bert_keras.errors import BertKerasError
     from bert_keras.export.predict import load_predictor
+    from bert_keras.utils import atomic_write
 
     if args.batch_size < 1:
         raise BertKerasError(f"--batch-size must be >= 1, got {args.batch_size}")
@@ -131,21 +132,28 @@ def run(args) -> int:
     texts, texts_b = _read(args, lines, where, pair=predictor.pair)
     if predictor.spec.get("task") == "multiple_choice" and texts_b is not None:
         texts_b = [json.loads(b) if isinstance(b, str) and b.lstrip().startswith("[") else b for b in texts_b]
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
     # A progress bar when stdout is free (--output given) and there is more than one batch.
     progress = None
     if args.output and len(texts) > args.batch_size:
         import keras
 
         progress = keras.utils.Progbar(len(texts), unit_name="text")
-    try:
+
+    def emit(out):
         for n, record in enumerate(predictor.predict(texts, texts_b, batch_size=args.batch_size), 1):
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
             if progress is not None and (n % args.batch_size == 0 or n == len(texts)):
                 progress.update(n)
-    finally:
-        if args.output:
-            out.close()
+
+    if args.output:
+        # into a temporary sibling, renamed when complete: a failure keeps the previous file
+        def write(tmp):
+            with open(tmp, "w", encoding="utf-8") as f:
+                emit(f)
+
+        atomic_write(args.output, write)
+    else:
+        emit(sys.stdout)
     if args.output:
         print(f"wrote {len(texts)} predictions to {args.output}")
     return 0

@@ -35,13 +35,12 @@ Serving binaries and processes that cannot import tensorflow-text; see
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 
 import tensorflow as tf
 
 from bert_keras.export import heads
-from bert_keras.export.spec import SPEC_FILE, resolve, write_spec
+from bert_keras.export.spec import SPEC_FILE, check_out_dir, may_replace_export, resolve, write_spec
+from bert_keras.utils import atomic_folder
 
 IDS_ONLY = "ids_only"
 
@@ -115,12 +114,6 @@ def _write_archive(path, model, endpoints, assets=()):
     archive.write_out(path, verbose=False)
 
 
-def _replace_dir(tmp, final):
-    if os.path.exists(final):
-        shutil.rmtree(final)
-    os.replace(tmp, final)
-
-
 def export_saved_model(model_dir_or_model, out_dir, max_seq_len=None, pair=None, vocab_path=None,
                        lower_case=None, labels=None, ids_only_copy=True) -> str:
     """Exports a task model as a SavedModel with `serving_default` (text) and `serve_ids`.
@@ -129,7 +122,10 @@ def export_saved_model(model_dir_or_model, out_dir, max_seq_len=None, pair=None,
       model_dir_or_model: a model folder (`finetune` / `save_checkpoint`
         output, or another folder `load_checkpoint` reads that has a task
         head) or an in-memory task model from `load_checkpoint`.
-      out_dir: the SavedModel folder to write (replaced if it exists).  For TF
+      out_dir: the SavedModel folder to write, as a whole.  An existing
+        non-empty folder is replaced only when it is a previous SavedModel
+        export of ours; anything else, and a folder equal to or containing
+        the model folder, is refused (`spec.check_out_dir`).  For TF
         Serving use a numbered version folder, e.g. ``models/sentiment/1``.
       max_seq_len: the text signature's sequence length (default: the
         folder's, else 128).  `serve_ids` takes any length.
@@ -149,13 +145,11 @@ def export_saved_model(model_dir_or_model, out_dir, max_seq_len=None, pair=None,
     tokenizer = BertTokenizer.from_vocab(spec.vocab_path, lower_case=spec.lower_case)
     serve_text, serve_ids = make_serving_functions(model, spec, tokenizer)
     out_dir = os.fspath(out_dir)
-    parent = os.path.dirname(os.path.abspath(out_dir))
-    os.makedirs(parent, exist_ok=True)
+    check_out_dir(out_dir, model_dir_or_model, "saved_model")
     # Written to a temporary sibling and renamed: TF Serving polls the base
-    # folder and must never see a half-written version.
-    tmp = tempfile.mkdtemp(prefix=".export-", dir=parent)
-    try:
-        main = os.path.join(tmp, "model")
+    # folder and must never see a half-written version.  Only a previous
+    # export of ours is ever replaced (checked before and again at the swap).
+    with atomic_folder(out_dir, may_replace=may_replace_export("saved_model")) as main:
         vocab_asset = tf.saved_model.Asset(spec.vocab_path)
         _write_archive(main, model, [
             ("serving_default", serve_text, text_input_signature(spec)),
@@ -166,9 +160,6 @@ def export_saved_model(model_dir_or_model, out_dir, max_seq_len=None, pair=None,
             ids_dir = os.path.join(main, IDS_ONLY)
             _write_archive(ids_dir, model, [("serve_ids", serve_ids, _ids_spec(spec))])
             write_spec(spec, os.path.join(ids_dir, "assets.extra"))
-        _replace_dir(main, out_dir)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return out_dir
 
 

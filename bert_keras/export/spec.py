@@ -14,8 +14,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
+import warnings
 
 from bert_keras.errors import BertKerasError
+from bert_keras.utils import write_json
 
 SPEC_FILE = "bert_keras_export.json"
 
@@ -176,9 +179,67 @@ def resolve(model_dir_or_model, max_seq_len=None, pair=None, vocab_path=None, lo
 def write_spec(spec: ExportSpec, folder, **extra) -> str:
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, SPEC_FILE)
-    with open(path, "w", encoding="utf-8") as f:
-        json.dump({**spec.to_json(), **extra}, f, indent=2)
+    write_json(path, {**spec.to_json(), **extra})
     return path
+
+
+# What the exporters write at the top of their folder: an existing folder is
+# replaced only when it holds the export JSON and nothing but these.
+SAVED_MODEL_ENTRIES = ("saved_model.pb", "fingerprint.pb", "variables", "assets", "assets.extra", "ids_only")
+TFLITE_ENTRIES = (SPEC_FILE, "vocab.txt")
+
+
+def _export_kind(folder):
+    if os.path.isfile(os.path.join(folder, "assets.extra", SPEC_FILE)):
+        return "saved_model"
+    if os.path.isfile(os.path.join(folder, SPEC_FILE)):
+        return "tflite"
+    return None
+
+
+def check_out_dir(out_dir, model_dir, kind) -> None:
+    """Refuse an output folder an export must not replace (cheap: call it before writing anything).
+
+    Refused: ``out_dir`` equal to or containing ``model_dir`` (replacing it
+    would delete the model being exported), and an existing non-empty
+    ``out_dir`` that is not a previous export of the same ``kind``
+    ("saved_model" or "tflite") holding only what the exporter writes.
+
+    Raises:
+      BertKerasError: naming the folder and the reason, in one line.
+    """
+    out_dir = os.fspath(out_dir)
+    if isinstance(model_dir, (str, os.PathLike)):
+        out, src = os.path.realpath(out_dir), os.path.realpath(os.fspath(model_dir))
+        if src == out or src.startswith(out.rstrip(os.sep) + os.sep):
+            raise BertKerasError(f"{out_dir}: the export folder is (or contains) the model folder "
+                                 f"{os.fspath(model_dir)}; export to another folder")
+    if os.path.isdir(out_dir) and os.listdir(out_dir):
+        may_replace_export(kind)(out_dir)
+
+
+def may_replace_export(kind):
+    """`atomic_folder`'s ``may_replace`` for an export of ``kind``: accept only a previous export of ours."""
+    from bert_keras.utils import foreign_entries
+
+    def check(folder):
+        found = _export_kind(folder)
+        if found is None:
+            raise BertKerasError(f"{folder}: folder exists, is not empty and is not a bert-keras export; "
+                                 "refusing to replace it (choose a new or empty folder)")
+        if found != kind:
+            name = {"saved_model": "SavedModel", "tflite": "TFLite"}
+            raise BertKerasError(f"{folder}: holds a bert-keras {name[found]} export; refusing to replace it "
+                                 f"with a {name[kind]} export")
+        if kind == "saved_model":
+            foreign = foreign_entries(folder, SAVED_MODEL_ENTRIES)
+        else:
+            foreign = foreign_entries(folder, TFLITE_ENTRIES, patterns=("*.tflite",))
+        if foreign:
+            raise BertKerasError(f"{folder}: a bert-keras export that also holds {foreign[0]!r}, which the "
+                                 "exporter did not write; refusing to replace it")
+
+    return check
 
 
 def read_spec(path) -> dict:
@@ -189,3 +250,28 @@ def read_spec(path) -> dict:
             with open(candidate, encoding="utf-8") as f:
                 return json.load(f)
     return {}
+
+
+def keep_other_variants(previous, new) -> None:
+    """TFLite: carry the previous export's other .tflite files (other quantisations) into the new folder.
+
+    The folder is replaced as a whole, so files this call does not write
+    survive only when copied; they are kept when the previous export JSON
+    equals the new one (same model source, labels, lengths, inputs), and
+    dropped with a warning otherwise (the new JSON would misdescribe them).
+    """
+    if not os.path.isfile(os.path.join(previous, SPEC_FILE)):
+        return
+    others = sorted(n for n in os.listdir(previous)
+                    if n.endswith(".tflite") and not os.path.exists(os.path.join(new, n)))
+    if not others:
+        return
+    if read_spec(previous) != read_spec(new):
+        warnings.warn(f"{previous}: {', '.join(others)} were exported with other settings and are not kept",
+                      stacklevel=3)
+        return
+    for name in others:
+        try:  # a hard link: the previous folder is deleted after the swap, the file stays
+            os.link(os.path.join(previous, name), os.path.join(new, name))
+        except OSError:
+            shutil.copyfile(os.path.join(previous, name), os.path.join(new, name))

@@ -47,7 +47,9 @@ import tensorflow as tf
 
 from bert_keras.errors import BertKerasError
 from bert_keras.export import heads
-from bert_keras.export.spec import read_spec, resolve, write_spec
+from bert_keras.export.spec import (check_out_dir, keep_other_variants, may_replace_export, read_spec, resolve,
+                                   write_spec)
+from bert_keras.utils import atomic_folder, atomic_write
 
 QUANTIZE = ("none", "float16", "dynamic", "int8", "int8_mixed")
 CALIBRATED = ("int8", "int8_mixed")
@@ -237,7 +239,11 @@ def export_tflite(model_dir, out_dir, quantize="none", max_seq_len=None, calibra
     Args:
       model_dir: a model folder (or an in-memory task model, see
         `spec.resolve`).
-      out_dir: output folder.
+      out_dir: output folder, written as a whole (a temporary sibling renamed
+        into place).  An existing non-empty folder is replaced only when it
+        is a previous TFLite export of ours; its other ``.tflite`` files
+        (other quantisations) are kept when their export JSON matches this
+        one.  A folder equal to or containing the model folder is refused.
       quantize: "none", "float16", "dynamic", "int8" (full integer,
         calibrated on `calibration_texts`) or "int8_mixed" (as "int8" with
         the residual adds, LayerNorms and FFN output dense left float).
@@ -268,13 +274,18 @@ def export_tflite(model_dir, out_dir, quantize="none", max_seq_len=None, calibra
     mc = spec.task == "multiple_choice"
     k = int(num_choices or 4)
     suffix = ("" if quantize == "none" else f"_{quantize}") if suffix is None else suffix
-    os.makedirs(out_dir, exist_ok=True)
+    out_dir = os.fspath(out_dir)
+    check_out_dir(out_dir, model_dir, "tflite")
     shape = [None, k, L] if mc else [None, L]
     # Full int8 traces the attention with bounded masking (see `attention_masking`).
     with tempfile.TemporaryDirectory(prefix="bert-keras-tflite-") as workdir, \
-            attention_masking(model, "select" if quantize in CALIBRATED else "additive"):
-        return _export_files(model, spec, out_dir, quantize, calibration_texts, text_model, ids_model, suffix, mc,
-                             k, L, shape, workdir)
+            attention_masking(model, "select" if quantize in CALIBRATED else "additive"), \
+            atomic_folder(out_dir, may_replace=may_replace_export("tflite")) as tmp:
+        paths = _export_files(model, spec, tmp, quantize, calibration_texts, text_model, ids_model, suffix, mc,
+                              k, L, shape, workdir)
+        keep_other_variants(out_dir, tmp)
+    return {key: os.path.join(out_dir, os.path.relpath(p, tmp)) if key != "quantize" and p else p
+            for key, p in paths.items()}
 
 
 @contextlib.contextmanager
@@ -377,10 +388,10 @@ def _export_files(model, spec, out_dir, quantize, calibration_texts, text_model,
 
 
 def _write(path, content):
-    tmp = path + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(content)
-    os.replace(tmp, path)
+    def write(tmp):
+        with open(tmp, "wb") as f:
+            f.write(content)
+    atomic_write(path, write)
 
 
 def _split_pairs(texts, mc, k):

@@ -60,10 +60,10 @@ def token_ids(vocab: Sequence[str]) -> dict[str, int]:
 
 
 def save_vocab(vocab: Iterable[str], path: str | os.PathLike) -> None:
-    """Writes one token per line (UTF-8, '\\n' line ends)."""
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
-        for token in vocab:
-            f.write(token + "\n")
+    """Writes one token per line (UTF-8, '\\n' line ends), atomically (a temporary sibling renamed)."""
+    from bert_keras.utils import write_text
+
+    write_text(path, "".join(token + "\n" for token in vocab))
 
 
 def count_words(lines: Iterable[str | bytes], lower_case: bool = True, batch_size: int = 1024) -> collections.Counter:

@@ -645,7 +645,7 @@ def pretrain(cfg: PretrainConfig, strategy: tf.distribute.Strategy | None = None
       BertKerasError: bad configuration or data; `NonFiniteLossError` when the
         loss stops being finite.
     """
-    from bert_keras.checkpoints import save_checkpoint
+    from bert_keras.checkpoints import is_complete_checkpoint, save_checkpoint
     from bert_keras.data import pretraining_dataset
     from bert_keras.text.vocab import load_vocab
 
@@ -714,7 +714,7 @@ def pretrain(cfg: PretrainConfig, strategy: tf.distribute.Strategy | None = None
                                       "phase1_steps": cfg.phase1_steps, "phase2_steps": cfg.phase2_steps})
 
     if step >= cfg.total_steps:
-        if chief and not tf.io.gfile.exists(os.path.join(final_dir, "bert_keras.json")):
+        if chief and not is_complete_checkpoint(final_dir):  # final/ is written as a whole (save_checkpoint)
             export_final()
         logger.info("pre-training already finished at step %d; final model in %s", step, final_dir)
         if chief:
