@@ -55,7 +55,7 @@ def finetuned_model(args, train):
     out = os.path.join(args.work, "sentiment")
     result = finetune("classification", _examples(texts[:n], labels[:n]), None, minilm, out, epochs=args.epochs,
                       batch_size=32, learning_rate=args.learning_rate, max_seq_len=args.max_seq_len, seed=0,
-                      verbose=0)
+                      verbose=0, overwrite=True)
     print(f"fine-tuned MiniLM on {n} training snippets ({args.epochs} epochs) in {result['train_seconds']:.0f} s",
           flush=True)
     return result["best_checkpoint"]

@@ -101,7 +101,7 @@ def main(argv=None):
                 t = time.time()
                 result = finetune("classification", train, dev, init, run, epochs=args.epochs,
                                   batch_size=args.batch_size, learning_rate=lr, max_seq_len=args.seq_len,
-                                  seed=seed, verbose=0)
+                                  seed=seed, verbose=0, overwrite=True)
                 per_epoch = [round(h["eval_accuracy"], 2) for h in result["history"]]
                 entry = per_lr.setdefault(arm, {"last_epoch": [], "per_epoch": [], "seconds": []})
                 entry["last_epoch"].append(per_epoch[-1])

@@ -75,7 +75,7 @@ def run_ours(seed, model_dir, data):
     result = finetuning.finetune("classification", examples(tx, ty), examples(dx, dy), str(samples.fetch("minilm")),
                                  model_dir, epochs=EPOCHS, batch_size=BATCH, learning_rate=LR, max_seq_len=MAX_LEN,
                                  seed=seed, weight_decay=WEIGHT_DECAY, warmup_fraction=WARMUP_FRACTION,
-                                 clipnorm=CLIP, verbose=2)
+                                 clipnorm=CLIP, verbose=2, overwrite=True)
     return {k: result[k] for k in ("accuracy", "f1", "mcc", "train_seconds", "train_examples_per_second")
             if k in result}
 

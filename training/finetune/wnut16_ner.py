@@ -34,7 +34,7 @@ def main():
     train, dev = samples.wnut16_split(seed=0)
     result = finetuning.finetune("ner", train, dev, str(samples.fetch("minilm")), args.out, epochs=args.epochs,
                                  batch_size=args.batch_size, learning_rate=args.learning_rate,
-                                 mixed_precision=args.mixed_precision, verbose=2)
+                                 mixed_precision=args.mixed_precision, verbose=2, overwrite=True)
     best = result["best_checkpoint"]
     labels = tasks.LabelMap(open_checkpoint(best).meta["metadata"]["labels"])
     model = load_checkpoint(best, task="token_classification")
