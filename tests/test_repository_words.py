@@ -44,6 +44,8 @@ ALLOWED = [
     r"""scope=["']session["']""",        # pytest fixture scope
     r"\.Session\b",                     # tf.compat.v1.Session, requests.Session
     r"\bSession\(",
+    r"\bdef pytest_\w+\(.*\bsession\b",  # pytest hooks take their Session as `session`
+    r"\bsession\.(items|config)\b",
 ]
 
 
@@ -102,6 +104,7 @@ def test_the_patterns_catch_process_words_and_spare_code_words():
            ("j.py", "x = f()  # 2x faster on this machine")]
     good = [("a.py", '@pytest.fixture(scope="session")'),
             ("b.py", "with tf.compat.v1.Session() as sess:"),
+            ("b2.py", "def pytest_collection_finish(session):"),
             ("c.md", "round trips ours -> Hugging Face -> ours"),
             ("d.py", "tmp = os.path.join(tempfile.gettempdir(), 'x')"),
             ("e.md", "2 interleaved rounds x 8 timed steps"),
