@@ -86,7 +86,7 @@ print(f"predict: folder, SavedModel and TFLite agree (max |probability differenc
 EOF
 
 if [ "$imports_ok" != true ]; then
-    step "FAILED: bert_keras/ imports a package that is not a declared dependency (listed above)"
+    step "FAILED: bert_keras/ imports a test-only or undeclared package (listed above)"
     exit 1
 fi
 step "passed"
