@@ -20,7 +20,8 @@ from bert_keras.training.pretrain_config import MIXED_PRECISION, PretrainConfig,
 SIZE_FIELDS = ("vocab_size", "hidden_size", "num_layers", "num_heads", "intermediate_size", "hidden_act",
                "max_position_embeddings", "type_vocab_size")
 # The pre-training heads as groups of `mapping.head_entries("pretraining")` names.
-HEADS = {"MLM head": "masked_lm_head/", "NSP head": "nsp_head/"}
+# The pooler is optional too: BertForMaskedLM has none.
+HEADS = {"pooler": "pooler/", "MLM head": "masked_lm_head/", "NSP head": "nsp_head/"}
 
 
 @dataclasses.dataclass
@@ -202,10 +203,11 @@ def load_init_weights(model, folder: str) -> str:
     from bert_keras.checkpoints.mapping import encoder_entries, head_entries
 
     raw = open_checkpoint(folder)
-    entries = encoder_entries(model.encoder.config.num_layers)
+    everything = encoder_entries(model.encoder.config.num_layers) + head_entries("pretraining")
+    entries = [e for e in everything if not e.ours.startswith(tuple(HEADS.values()))]
     loaded, fresh = [], []
     for head, prefix in HEADS.items():
-        group = [e for e in head_entries("pretraining") if e.ours.startswith(prefix)]
+        group = [e for e in everything if e.ours.startswith(prefix)]
         if all(all(n in raw for n in _their_names(raw, e)) for e in group):
             entries += group
             loaded.append(head)
@@ -213,7 +215,7 @@ def load_init_weights(model, folder: str) -> str:
             fresh.append(head)
     _assign(raw, entries, model_variables(model))
     kind = {"hf": "Hugging Face", "google": "Google TF1", "bert_keras": "bert-keras"}[raw.flavor]
-    report = f"init: encoder{''.join(', ' + h for h in loaded)} loaded from {folder} ({kind})"
+    report = f"init: encoder{''.join(', ' + h for h in loaded if h != 'pooler')} loaded from {folder} ({kind})"
     if fresh:
         report += f"; {' and '.join(fresh)} not in the checkpoint: {'they start' if len(fresh) > 1 else 'it starts'} fresh"
     return report
