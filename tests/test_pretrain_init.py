@@ -223,3 +223,56 @@ def test_existing_run_resumes_and_takes_precedence_over_init(rxnfp, chem_corpus,
     assert again["trained_steps"] == 0 and first["step"] == again["step"] == 1
     assert re.search(r"holds a run \(checkpoint ckpt-1\): resuming it; init .*elsewhere is not loaded", out)
     assert open(run / "final" / "model.safetensors", "rb").read() == weights
+
+
+def _cli(args):
+    from bert_keras.cli import main
+
+    return main(["pretrain", *args, "--phase1-steps", "2", "--phase2-steps", "1", "--phase1-seq-len", "32",
+                 "--phase1-max-predictions", "5", "--phase2-seq-len", "64", "--phase2-max-predictions", "8",
+                 "--batch-size", "2", "--log-every", "1", "--strategy", "cpu", "--no-progress"])
+
+
+def _wiki_text(folder, lines=120):
+    text = samples.fetch("wiki").read_text(encoding="utf-8").split("\n")[:lines]
+    path = folder / "wiki_head.txt"
+    path.write_text("\n".join(text) + "\n", encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.slow
+def test_cli_init_from_a_bare_hugging_face_bert_model_runs_both_phases_and_fine_tuning_loads_it(tmp_path, capsys):
+    from bert_keras import finetuning
+    from bert_keras.tasks import InputExample
+
+    assert _cli(["--init", "sample:minilm", "--train-files", _wiki_text(tmp_path),
+                 "--model-dir", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    assert "casing: uncased, because the vocabulary has no upper-case tokens" in out
+    assert "pooler loaded" not in out and re.search(
+        r"init: encoder loaded from .*minilm \(Hugging Face\); MLM head and NSP head not in the checkpoint: "
+        r"they start fresh", out)
+    assert [json.loads(x)["seq_len"] for x in open(tmp_path / "run" / "metrics.jsonl")] == [32, 32, 64]
+    final = tmp_path / "run" / "final"
+    texts = ["a fine film", "a dull film", "great acting", "poor plot"] * 2
+    examples = [InputExample(t, label=str(i % 2)) for i, t in enumerate(texts)]
+    finetuning.finetune("classification", examples, None, init=str(final), model_dir=str(tmp_path / "ft"),
+                        epochs=1, batch_size=4, max_seq_len=16, verbose=0)
+    assert bk.load_checkpoint(str(tmp_path / "ft" / "best"), task="classification").num_classes == 2
+    minilm = bk.load_checkpoint(str(samples.fetch("minilm")))
+    trained = bk.load_checkpoint(str(final))
+    assert trained.config.num_layers == 6 and trained.config.hidden_size == 384
+    moved = np.abs(trained.token_embedding.embeddings.numpy() - minilm.token_embedding.embeddings.numpy()).max()
+    assert moved > 0  # three optimiser steps changed the loaded weights
+
+
+@pytest.mark.slow
+def test_cli_init_from_a_google_tf1_folder_runs_both_phases_and_keeps_its_heads(rxnfp_google, chem_corpus, tmp_path,
+                                                                                capsys):
+    assert _cli(["--init", rxnfp_google, "--train-files", chem_corpus, "--model-dir", str(tmp_path / "run")]) == 0
+    out = capsys.readouterr().out
+    assert "init: encoder, MLM head, NSP head loaded from" in out and "(Google TF1)" in out
+    summary = json.loads(out[out.rindex("{\n"):])
+    assert summary["step"] == 3 and summary["trained_steps"] == 3
+    clf = bk.load_checkpoint(summary["final_model"], task="classification", num_classes=2)
+    assert clf.encoder.config.num_layers == 12 and clf.encoder.config.vocab_size == 591

@@ -11,6 +11,15 @@ phase 1's weights and optimiser state.
     result = pretrain(cfg)               # resumes if /tmp/run holds checkpoints
     result["final_model"]                # folder for bk.load_checkpoint / finetune
 
+    # continued pre-training of a released checkpoint (sizes, vocabulary, casing from it)
+    pretrain(PretrainConfig(init="sample:minilm", train_files="corpus.txt", model_dir="/tmp/dapt"))
+
+The runner reads as its steps (`pretrain` below): resolve the model (options vs
+the recorded run and the init checkpoint), record the options, build the state
+(model, optimiser, checkpoint), train each phase and evaluate it, export
+``final/``.  The pieces live in `pretrain_config`, `pretrain_model`, `loop` and
+`evaluation`; their public names are importable from here.
+
 The runner is a custom distributed loop: `strategy.distribute_datasets_from_function`
 feeds each replica its own shard (files split by input pipeline) and a
 `tf.function` runs ``steps_per_call`` optimiser steps per call, each doing
@@ -30,8 +39,8 @@ One optimiser step, on every replica:
   * gradients are summed across replicas, clipped to global norm
     ``clipnorm`` (Keras optimisers clip *before* their cross-replica sum, i.e.
     per replica, which is not the global norm: the loop clips itself), and
-    handed to the optimiser (AdamW or LAMB, decoupled weight decay, no decay
-    on LayerNorm and biases, warm-up + linear decay).
+    handed to the optimiser (AdamW with the ``adam_rule`` update, or LAMB;
+    decoupled weight decay, none on LayerNorm and biases, warm-up + linear decay).
   * fp16 uses dynamic loss scaling (`keras.optimizers.LossScaleOptimizer`
     skips steps whose gradients overflow); bf16 needs none.
 
