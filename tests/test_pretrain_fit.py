@@ -46,9 +46,9 @@ def test_keras_fit_and_the_custom_loop_end_with_the_same_weights_for_the_same_ba
             continue
         worst[name] = float(np.abs(a - b).max())
         moved = max(moved, float(np.abs(a - s).max()))
-    print(sorted(worst.items(), key=lambda x: -x[1])[:4])
     worst = max(worst.values())
     print(f"\nfit vs loop: largest weight difference {worst:.2e} after {STEPS} steps (largest update {moved:.2e})")
     assert moved > 1e-3  # both trained
-    # measured: 1.9e-7 (float32 rounding of two cross-entropy kernels)
-    assert worst < 2e-6
+    # measured: 1.2e-7 (float32 rounding of two cross-entropy kernels); 3.1e-5 when Keras clipped the
+    # norm of the embedding's un-summed IndexedSlices rows
+    assert worst < 1e-6

@@ -49,28 +49,30 @@ def _compare(setup, rule, k):
 
 def test_torch_rule_follows_hugging_face_bert_for_pretraining_with_torch_adamw(setup):
     result, _, _ = _compare(setup, "torch", 1)
-    # measured: 3.5e-6 over the first 20 steps, 3.3e-6 for the window means
-    assert result["max_relative_first_steps"] < 1e-4
-    assert result["max_relative_window_mean"] < 5e-5
+    # measured: 2.3e-7 over the first 20 steps, 9.0e-8 for the window means
+    assert result["max_relative_first_steps"] < 3e-6
+    assert result["max_relative_window_mean"] < 1e-6
 
 
 def test_google_rule_follows_a_numpy_transcription_of_adam_weight_decay_optimizer(setup):
     result, _, _ = _compare(setup, "google", 1)
-    # measured: 3.6e-7 over the first 20 steps, 7.7e-8 for the window means
-    assert result["max_relative_first_steps"] < 1e-5
-    assert result["max_relative_window_mean"] < 5e-6
+    # measured: 2.1e-7 over the first 20 steps, 9.0e-8 for the window means
+    assert result["max_relative_first_steps"] < 3e-6
+    assert result["max_relative_window_mean"] < 1e-6
 
 
 def test_keras_rule_follows_its_documented_update_and_not_torchs(setup):
     result, ours, _ = _compare(setup, "keras", 1)
-    assert result["max_relative_first_steps"] < 1e-4
-    assert result["max_relative_window_mean"] < 5e-5
+    # measured: 2.3e-7 over the first 20 steps, 8.1e-8 for the window means
+    assert result["max_relative_first_steps"] < 3e-6
+    assert result["max_relative_window_mean"] < 1e-6
     # At epsilon 1e-6 the Keras rule is a different trajectory from torch's.
     harness, folder, plans = setup
     torch_reference = harness.run_reference(folder, plans[1], "torch", PEAK_LR, STEPS // 10)
     gap = harness.compare(ours, torch_reference)["max_relative_window_mean"]
     print(f"keras rule vs torch reference: 50-step means differ by {gap:.2e}")
-    assert gap > 1e-3
+    # measured: 1.3e-3, against 1e-7 between a rule and its own reference
+    assert gap > 3e-4
 
 
 def test_accumulating_4_micro_batches_follows_hugging_face_on_the_4x_batch(setup):

@@ -88,6 +88,17 @@ class FusedAdamW(keras.optimizers.AdamW):
         super().__init__(*args, **kwargs)
         self.rule = rule
 
+    def _clip_gradients(self, grads):
+        # An embedding's gradient arrives as IndexedSlices with one row per lookup; Keras'
+        # global norm squares those rows before summing the duplicates (a token seen twice
+        # counts 2 g^2 instead of (2 g)^2), which is not the gradient's norm.  Summed first,
+        # the clip is torch's clip_grad_norm_ and the pre-training loop's.
+        if self.global_clipnorm and keras.backend.backend() == "tensorflow":
+            import tensorflow as tf
+
+            grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
+        return super()._clip_gradients(grads)
+
     def update_step(self, gradient, variable, learning_rate):
         if self.amsgrad:
             if self.rule != "keras":
