@@ -231,10 +231,14 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--rules", default="torch,google,keras")
     parser.add_argument("--accumulation", default="1,4", help="comma list of k")
-    parser.add_argument("--workdir", default=os.path.join(HERE, "results", ".adam_rule_work"))
+    parser.add_argument("--workdir", default=None, help="corpus and initial model (default: a new temporary folder)")
     parser.add_argument("--out", default=os.path.join(HERE, "results", "pretrain_loss_vs_reference"),
                         help="output path without extension (.json and .png are written)")
     args = parser.parse_args(argv)
+    if args.workdir is None:
+        import tempfile
+
+        args.workdir = tempfile.mkdtemp(prefix="adam_rule_trajectories_")
     runs = []
     for k in (int(x) for x in args.accumulation.split(",")):
         for rule in args.rules.split(","):
