@@ -8,7 +8,6 @@ BERT-tiny, 90 at length 128 then 10 at 512, at BERT's epsilon 1e-6.
 import importlib.util
 import os
 
-import numpy as np
 import pytest
 
 import torch  # noqa: F401 - the reference; missing, the module fails rather than skips
