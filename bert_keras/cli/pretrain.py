@@ -4,7 +4,9 @@ Phase 1 runs at sequence length 128 (20 masked-LM predictions), phase 2 at 512
 (80) for the last steps, continuing phase 1's weights.  Options come from a
 recipe (--config, JSON or YAML; see training/ in the repository) and the flags
 below, which override it.  Rerunning the same command resumes from the last
-checkpoint in --model-dir; a finished run exits at once.  The final model
+checkpoint in --model-dir (its checkpoint takes precedence over --init); options
+other than logging, checkpointing, evaluation and devices may not change on resume.
+A finished run exits at once.  The final model
 (encoder + MLM/NSP heads, with vocab.txt) is written to MODEL_DIR/final, a folder
 that fine-tuning and bk.load_checkpoint read.
 
@@ -16,6 +18,10 @@ examples:
   bert-keras pretrain --preset small --vocab vocab.txt --train-files 'corpus/*.txt' \\
       --model-dir runs/small --phase1-steps 9000 --phase2-steps 1000 --batch-size 256 \\
       --gradient-accumulation-steps 8 --mixed-precision bf16
+
+  # continued (domain-adaptive) pre-training of a released checkpoint on your text
+  bert-keras pretrain --init sample:minilm --train-files corpus.txt --model-dir runs/minilm_dapt \\
+      --phase1-steps 900 --phase2-steps 100 --batch-size 32 --learning-rate 5e-5
 
   # BERT-BASE on a Cloud TPU (see training/README.md)
   bert-keras pretrain --config training/pretrain_base_tpu.yaml --strategy tpu --tpu local \\
@@ -36,14 +42,19 @@ import json
 
 # flag -> PretrainConfig field (same meaning); None values are "not given".
 _FLAGS = {
-    "preset": dict(help="model size: tiny, mini, small, medium, base, large"),
+    "init": dict(metavar="CHECKPOINT", help="continue pre-training from a checkpoint folder (Google TF1, Hugging "
+                                            "Face BertForPreTraining/BertForMaskedLM/BertModel, or ours; "
+                                            "sample:minilm); sizes, vocabulary and casing come from it"),
+    "preset": dict(help="model size: tiny, mini, small, medium, base, large (default mini; with --init "
+                        "only the checkpoint's own size)"),
     "bert_config": dict(metavar="JSON", help="a BertConfig JSON instead of --preset"),
     "vocab": dict(metavar="VOCAB", help="vocab.txt (or sample:minilm, the uncased BERT vocabulary)"),
     "train_files": dict(metavar="GLOBS", help="training text: paths/globs, comma-separated, local or gs:// "
                                              "(sample:wiki: the Wikipedia sample)"),
     "eval_files": dict(metavar="GLOBS", help="held-out text for the accuracy after each phase"),
     "model_dir": dict(metavar="DIR", help="checkpoints, logs and the final model"),
-    "phase1_steps": dict(type=int, metavar="N", help="optimiser steps at phase-1 length (128)"),
+    "phase1_steps": dict(type=int, metavar="N", help="optimiser steps at phase-1 length (128); "
+                                                     "0 + 0 with --init writes the checkpoint as final/"),
     "phase2_steps": dict(type=int, metavar="N", help="optimiser steps at phase-2 length (512)"),
     "phase1_seq_len": dict(type=int, metavar="L"),
     "phase2_seq_len": dict(type=int, metavar="L"),
@@ -54,6 +65,9 @@ _FLAGS = {
     "gradient_accumulation_steps": dict(type=int, metavar="K", help="micro-batches per optimiser step"),
     "phase2_gradient_accumulation_steps": dict(type=int, metavar="K"),
     "optimizer": dict(choices=["adamw", "lamb"]),
+    "adam_rule": dict(choices=["google", "torch", "keras"],
+                      help="Adam's update: torch (default: torch/Hugging Face AdamW), google (BERT's "
+                           "AdamWeightDecayOptimizer, no bias correction) or keras (epsilon before the correction)"),
     "learning_rate": dict(type=float, metavar="LR", help="peak learning rate"),
     "warmup_steps": dict(type=int, metavar="N"),
     "schedule": dict(choices=["single", "per_phase"],
