@@ -178,6 +178,8 @@ def build_pretrainer(cfg: PretrainConfig, vocab_size: int | None = None, spec: M
     """
     from bert_keras.models import BertEncoder, BertPretrainer
 
+    if spec is None and not cfg.init and vocab_size is not None:  # sized by the caller, no files read
+        spec = ModelSpec(_option_config(cfg, vocab_size), cfg.vocab, cfg.lower_case is not False)
     spec = spec or resolve_model(cfg)
     bert_cfg = spec.bert_config
     if vocab_size is not None and not spec.init and bert_cfg.vocab_size != vocab_size:
