@@ -5,12 +5,18 @@ Hugging Face / Google folder with a task head).
 
   saved_model  OUT/ with signatures `serving_default` (raw `text`, plus `text_b`
                for pair tasks; tokenised in graph) and `serve_ids` (token_ids,
-               segment_ids, padding_mask); OUT/ids_only/ holds serve_ids alone
-               for servers without tensorflow-text.  Serve OUT as a numbered
-               version folder (models/NAME/1).
+               segment_ids, padding_mask); core TensorFlow ops only, so any TF
+               Serving binary loads it.  Serve OUT as a numbered version
+               folder (models/NAME/1).
   tflite       OUT/model.tflite (ids inputs, builtin ops) and
                OUT/model_text.tflite (tokenizer inside, tensorflow-text TFLite
                kernels); --quantize adds a suffix (model_int8.tflite, ...).
+  tfhub        OUT/preprocessor/ and OUT/encoder/ in TF Hub's "Common SavedModel
+               APIs for Text" (hub.KerasLayer / tf.saved_model.load, like
+               bert_en_uncased_preprocess and bert_en_uncased_L-12_H-768_A-12);
+               --model-dir may be any checkpoint folder (pre-trained or
+               fine-tuned: its encoder); --max-seq-len is the preprocessor's
+               default length (128).
 
 examples:
   bert-keras export --model-dir runs/sentiment/best --out serving/sentiment/1
@@ -18,6 +24,7 @@ examples:
   bert-keras export --model-dir runs/sentiment/best --out tflite --format tflite --quantize int8_mixed \\
       --calibration-file dev_sentences.txt
   bert-keras export --model-dir runs/mrpc/best --out serving/mrpc/1 --pair --max-seq-len 128
+  bert-keras export --model-dir MiniLM --out hub/minilm --format tfhub
 """
 
 import json
@@ -30,7 +37,7 @@ QUANTIZE = ("none", "float16", "dynamic", "int8", "int8_mixed")
 def add_arguments(p):
     p.add_argument("--model-dir", required=True, help="model folder (finetune / save_checkpoint output)")
     p.add_argument("--out", required=True, help="output folder (SavedModel folder, or folder for the .tflite files)")
-    p.add_argument("--format", choices=("saved_model", "tflite"), default="saved_model")
+    p.add_argument("--format", choices=("saved_model", "tflite", "tfhub"), default="saved_model")
     p.add_argument("--quantize", choices=QUANTIZE, default="none", help="TFLite only (default: none = float32)")
     p.add_argument("--max-seq-len", type=int,
                    help="sequence length of the text input (default: the folder's, else 128)")
@@ -39,7 +46,9 @@ def add_arguments(p):
     p.add_argument("--calibration-file",
                    help="int8, int8_mixed: real sentences, one a line (TAB-separated pairs for pair models); "
                         "200 are used")
-    p.add_argument("--no-ids-only-copy", action="store_true", help="saved_model: skip OUT/ids_only")
+    p.add_argument("--no-ids-only-copy", action="store_true",
+                   help="accepted for older scripts; does nothing (no OUT/ids_only is written any more: the "
+                        "SavedModel itself loads without tensorflow-text)")
 
 
 def _calibration(path):
@@ -68,6 +77,14 @@ def run(args) -> int:
                                  ids_only_copy=not args.no_ids_only_copy)
         print(json.dumps({"saved_model": out, "mb": round(saved_model_size_mb(out), 2),
                           "signatures": ["serving_default", "serve_ids"]}))
+        return 0
+    if args.format == "tfhub":
+        if args.quantize != "none":
+            raise BertKerasError("--quantize applies to --format tflite only")
+        from bert_keras.export.tfhub import export_tfhub
+
+        print(f"exporting {args.model_dir} in the TF Hub convention ...", flush=True)
+        print(json.dumps(export_tfhub(args.model_dir, args.out, seq_length=args.max_seq_len or 128)))
         return 0
     from bert_keras.export.tflite import export_tflite, file_size_mb
 

@@ -125,11 +125,11 @@ def preprocessor_module(tok, seq_length: int = 128) -> tf.Module:
     def pack(inputs, seq_length=default_length):
         return bert_pack_inputs(list(inputs), seq_length, cls_id, sep_id, pad_id)
 
-    # the loaded function dispatches among these traces (one or two segments, words merged or not)
-    for ragged_rank in (1, 2):
-        for num_segments in (1, 2):
-            spec = [tf.RaggedTensorSpec([None] * (ragged_rank + 1), tf.int32, ragged_rank=ragged_rank)]
-            pack.get_concrete_function(spec * num_segments, seq_length=tf.TensorSpec([], tf.int32))
+    # the loaded function dispatches among these traces: one or two segments, each [B, (words),
+    # (pieces)] or [B, (pieces)]
+    specs = [tf.RaggedTensorSpec([None] * (rank + 1), tf.int32, ragged_rank=rank) for rank in (1, 2)]
+    for segments in [[a] for a in specs] + [[a, b] for a in specs for b in specs]:
+        pack.get_concrete_function(segments, seq_length=tf.TensorSpec([], tf.int32))
     root.bert_pack_inputs = tf.Module()
     root.bert_pack_inputs.__call__ = pack
     return root
