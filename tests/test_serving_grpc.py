@@ -87,7 +87,7 @@ def served(tmp_path_factory, minilm_dir):
     entry = config.model_config_list.config.add()
     entry.name, entry.base_path, entry.model_platform = "pair", str(models / "pair"), "tensorflow"
     with stand_in.StandInServer(config, rest_api_port=0) as server:
-        yield {"server": server, "single": Reference(single), "pair": Reference(pair)}
+        yield {"server": server, "single": Reference(single), "pair": Reference(pair), "config_file": str(config_file)}
 
 
 @pytest.fixture(scope="module")
@@ -130,6 +130,41 @@ def test_grpc_client_command_line(served):
         assert proc.returncode == 0, proc.stderr[-2000:]
         lines = dict(line.split(" ", 1) for line in proc.stdout.strip().splitlines())
         np.testing.assert_allclose(json.loads(lines["logits"]), served["single"].logits(TEXTS[:1]), atol=1e-5)
+
+
+STAND_IN_WITHOUT_TENSORFLOW_TEXT = """
+import runpy, sys
+sys.modules["tensorflow_text"] = None  # a server binary without tensorflow-text's ops
+sys.argv = ["serving_stand_in.py", "--model_config_file", sys.argv[1], "--port", "0", "--rest_api_port", "0"]
+runpy.run_path({script!r}, run_name="__main__")
+"""
+
+
+def test_models_config_serves_text_in_a_server_without_tensorflow_text(served):
+    """The exported folder (both signatures) on a server process that cannot load tensorflow-text."""
+    client = _module("grpc_client")
+    script = STAND_IN_WITHOUT_TENSORFLOW_TEXT.format(script=os.path.join(EXPORT, "serving_stand_in.py"))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH="")
+    proc = subprocess.Popen([sys.executable, "-c", script, served["config_file"]], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd="/")
+    try:
+        line = proc.stdout.readline()  # "gRPC on localhost:PORT, REST on ..." once the models are loaded
+        assert line.startswith("gRPC on localhost:"), proc.stderr.read()[-3000:] if proc.poll() is not None else line
+        port = int(line.split(",")[0].rsplit(":", 1)[1])
+        with grpc.insecure_channel(f"localhost:{port}") as channel:
+            from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+            stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+            out = client.predict_text(stub, "sentiment", TEXTS, timeout=120.0)
+            ref = served["single"]
+            np.testing.assert_allclose(out["logits"], ref.logits(TEXTS), atol=1e-5, rtol=0)
+            feats = {k: v.numpy() for k, v in ref.features(TEXTS).items()}
+            out = client.predict_ids(stub, "sentiment", feats["token_ids"], feats["segment_ids"],
+                                     feats["padding_mask"], timeout=120.0)
+            np.testing.assert_allclose(out["logits"], ref.logits(TEXTS), atol=1e-5, rtol=0)
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
 
 
 def test_grpc_errors_carry_tf_serving_status_codes(stub):

@@ -44,7 +44,7 @@ import tensorflow as tf
 
 from bert_keras.errors import DataError
 from bert_keras.text import packing
-from bert_keras.text.basic import BasicTokenizer
+from bert_keras.text.basic import BasicTokenizer, Words
 from bert_keras.text.vocab import load_vocab, token_ids
 from bert_keras.text.wordpiece import WordPiece
 
@@ -57,6 +57,15 @@ def _usable(token: str) -> bool:
     # ids, nothing maps to them, exactly as in Google's dictionary lookups.
     # (``split() == [token]``: no str.isspace() character, tested in C.)
     return bool(token) and token != "##" and token.split() == [token]
+
+
+def _first_words(words, max_words: int):
+    """The first `max_words` words of every text of a `Words` batch."""
+    counts = tf.math.bincount(words.row, minlength=words.num_texts, maxlength=words.num_texts, dtype=tf.int64)
+    rank = tf.range(tf.shape(words.row, out_type=tf.int64)[0]) - tf.gather(tf.cumsum(counts, exclusive=True), words.row)
+    keep = tf.where(rank < max_words)[:, 0]
+    return Words(tf.gather(words.codepoints, keep), tf.gather(words.row, keep), tf.gather(words.group, keep),
+                 words.num_texts)
 
 
 class _VocabTable:
@@ -243,9 +252,14 @@ class BertTokenizer(keras.layers.Layer):
         return sorted({i for i in (self._special_id(k) for k in self._special) if i is not None})
 
     # ------------------------------------------------------------------ tokenization
-    def _pieces(self, texts):
-        """Flat words of a batch and their WordPiece ids: (Words, ragged int32 [W, (p)])."""
+    def _pieces(self, texts, max_words=None):
+        """Flat words of a batch and their WordPiece ids: (Words, ragged int32 [W, (p)]).
+
+        max_words: keep only the first max_words words of every text.
+        """
         words = self._basic.split(texts)
+        if max_words is not None:
+            words = _first_words(words, max_words)
         strings = tf.strings.unicode_encode(words.codepoints, "UTF-8")
         if self._wordpiece_kind == "core":
             return words, self._wordpiece.tokenize(words.codepoints, strings)
@@ -268,11 +282,14 @@ class BertTokenizer(keras.layers.Layer):
             raise ValueError(f"texts must be a string scalar or vector [B], got shape {texts.shape}")
         return texts, texts.shape.rank == 0
 
-    def tokenize(self, texts):
+    def tokenize(self, texts, max_words=None):
         """WordPiece ids of texts, without special tokens.
 
         Args:
           texts: tf.string [B] or a scalar (python strings are accepted).
+          max_words: tokenise only the first max_words basic-tokenizer words
+            of each text (None: all).  Every word gives at least one piece, so
+            the first n pieces of a text are the same for any max_words >= n.
 
         Returns:
           tf.RaggedTensor int32 [B, (pieces)]; for a scalar input a dense
@@ -280,7 +297,7 @@ class BertTokenizer(keras.layers.Layer):
           `FullTokenizer.convert_tokens_to_ids(FullTokenizer.tokenize(text))`.
         """
         texts, scalar = self._batch(texts)
-        words, pieces = self._pieces(tf.reshape(texts, [-1]) if scalar else texts)
+        words, pieces = self._pieces(tf.reshape(texts, [-1]) if scalar else texts, max_words)
         out = tf.RaggedTensor.from_value_rowids(pieces, words.row, nrows=words.num_texts, validate=False)
         out = out.merge_dims(1, 2)
         return out[0] if scalar else out
@@ -357,11 +374,15 @@ class BertTokenizer(keras.layers.Layer):
         texts, scalar = self._batch(texts)
         if scalar:
             texts = tf.reshape(texts, [1])
-        ids_a = self.tokenize(texts)
+        # Words past the first seq_len of a text cannot reach the packed output
+        # (each word gives >= 1 piece), nor change the pair truncation (a
+        # segment that long is cut to its share either way): skipping them
+        # bounds the work on huge inputs.
+        ids_a = self.tokenize(texts, max_words=seq_len)
         ids_b = None
         if pairs is not None:
             pairs = tf.reshape(tf.convert_to_tensor(pairs, dtype=tf.string), [-1])
-            ids_b = self.tokenize(pairs)
+            ids_b = self.tokenize(pairs, max_words=seq_len)
         feats = self.pack(ids_a, ids_b, seq_len=seq_len)
         return {k: v[0] for k, v in feats.items()} if scalar else feats
 

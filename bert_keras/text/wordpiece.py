@@ -14,13 +14,15 @@ google-research/bert (tf-models-official `official/nlp/tools/tokenization.py`):
 without tensorflow-text: a SavedModel that tokenises with it loads in any
 TensorFlow process and any TF Serving binary of the same TensorFlow line.
 
-How it is vectorised: every step of Google's loop is done for all unfinished
-words of the batch at once.  A step forms every candidate piece of every
-word (lengths 1 .. min(remaining, longest token)) with `tf.strings.substr`
-and looks them all up in one go; each word keeps its longest hit.  Most words
-are a single vocabulary entry, so before the loop every whole word is looked
-up once and only the others enter the loop, which runs as many steps as the
-most-split word has pieces.
+How it is vectorised (no loop over words, no `tf.while_loop`): most words
+are a single vocabulary entry, so every whole word is looked up first.  For
+the other words, every candidate piece of every word of the batch (each
+start position, each length up to the longest vocabulary token) is cut with
+`tf.strings.substr` and looked up at once, giving the longest piece at each
+position (Google's inner loop).  Google's outer loop then jumps from position
+0 by that length; the positions it visits are found by pointer doubling
+(log2(max_chars_per_word) rounds of gathers), and a word whose jumps do not
+reach its end is `[UNK]`.
 
 The lookup is exact and needs no resource (no lookup table to initialise):
 vocabulary entries are keyed by a 62-bit fingerprint of their text (plus one
