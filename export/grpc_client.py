@@ -7,7 +7,7 @@ bert-keras dependency) and a model server started with models.config:
 
 usage:
   python export/grpc_client.py --host localhost:8500 --model sentiment "a gorgeous film." "dull and flat."
-  python export/grpc_client.py --host localhost:8500 --model sentiment_ids --ids 101,1037,9882,102
+  python export/grpc_client.py --host localhost:8500 --model sentiment --ids 101,1037,9882,102
 """
 
 import argparse

@@ -34,11 +34,6 @@ from google.protobuf import text_format
 from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 from tensorflow_serving.config import model_server_config_pb2
 
-try:  # the text signature's tokenizer op; ids-only folders load without it
-    import tensorflow_text  # noqa: F401
-except ImportError:  # pragma: no cover
-    pass
-
 DEFAULT_SIGNATURE = "serving_default"
 
 

@@ -106,7 +106,6 @@ def _run_fresh(script, model_path, data, tmp_path):
 TEXT_CLIENT = """
 import json, sys
 import tensorflow as tf
-import tensorflow_text  # noqa: F401  the only non-TF import a client needs
 texts = [bytes.fromhex(h) for h in json.load(open(sys.argv[2]))]
 fn = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
 out = fn(text=tf.constant(texts))
@@ -140,7 +139,7 @@ print(json.dumps({"logits": out["logits"].numpy().tolist(), "inputs": sorted(fn.
 def test_ids_signature_runs_without_tensorflow_text(saved_model, keras_clf, tmp_path):
     want, feats = _keras_logits(keras_clf, SENTENCES)
     ids = {k: v.numpy().tolist() for k, v in feats.items()}
-    got = _run_fresh(IDS_CLIENT, os.path.join(saved_model, "ids_only"), ids, tmp_path)
+    got = _run_fresh(IDS_CLIENT, saved_model, ids, tmp_path)
     assert not got["tensorflow_text_imported"]
     assert got["inputs"] == ["padding_mask", "segment_ids", "token_ids"]
     np.testing.assert_allclose(got["logits"], want, atol=2e-6, rtol=0)  # measured 1.8e-7
@@ -167,7 +166,7 @@ def test_vocab_asset_spec_and_saved_model_cli(saved_model, clf_dir):
     for needle in ("signature_def['serving_default']", "signature_def['serve_ids']", "inputs['text']",
                    "inputs['token_ids']", "outputs['label']", "DT_STRING"):
         assert needle in show.stdout
-    run = subprocess.run([cli, "run", "--dir", os.path.join(saved_model, "ids_only"), "--tag_set", "serve",
+    run = subprocess.run([cli, "run", "--dir", saved_model, "--tag_set", "serve",
                           "--signature_def", "serve_ids", "--input_exprs",
                           "token_ids=[[101,7592,102]];segment_ids=[[0,0,0]];padding_mask=[[1,1,1]]"],
                          capture_output=True, text=True, env=env, timeout=300)

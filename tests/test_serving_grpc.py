@@ -10,7 +10,6 @@ fed by the project's Google-exact tokenizer.
 import importlib.util
 import json
 import os
-import shutil
 import subprocess
 import sys
 import urllib.error
@@ -76,21 +75,20 @@ def served(tmp_path_factory, minilm_dir):
     root = tmp_path_factory.mktemp("serving")
     vocab = os.path.join(minilm_dir, "vocab.txt")
     single, pair = _folder(root / "clf", vocab, 0, False), _folder(root / "pair", vocab, 1, True)
-    # the layout models.config documents: /models/sentiment/1 and a copy of its ids_only/ as sentiment_ids/1
+    # the layout models.config documents: /models/sentiment/1, both signatures in one folder
     models = root / "models"
     export_saved_model(single, str(models / "sentiment" / "1"))
-    shutil.copytree(models / "sentiment" / "1" / "ids_only", models / "sentiment_ids" / "1")
-    export_saved_model(pair, str(models / "pair" / "1"), ids_only_copy=False)
+    export_saved_model(pair, str(models / "pair" / "1"))
     with open(os.path.join(EXPORT, "models.config"), encoding="utf-8") as f:
         text = f.read().replace('base_path: "/models/', f'base_path: "{models}/')
     config_file = root / "models.config"
     config_file.write_text(text)
     config = stand_in.read_model_config(str(config_file))
-    assert [c.name for c in config.model_config_list.config] == ["sentiment", "sentiment_ids"]
+    assert [c.name for c in config.model_config_list.config] == ["sentiment"]
     entry = config.model_config_list.config.add()
     entry.name, entry.base_path, entry.model_platform = "pair", str(models / "pair"), "tensorflow"
     with stand_in.StandInServer(config, rest_api_port=0) as server:
-        yield {"server": server, "single": Reference(single), "pair": Reference(pair)}
+        yield {"server": server, "single": Reference(single), "pair": Reference(pair), "config_file": str(config_file)}
 
 
 @pytest.fixture(scope="module")
@@ -112,9 +110,8 @@ def test_grpc_client_text_and_ids_signatures_match_keras(served, stub):
     np.testing.assert_allclose(out["probabilities"].sum(-1), 1.0, atol=1e-6)
 
     feats = {k: v.numpy() for k, v in ref.features(TEXTS).items()}
-    for model in ("sentiment", "sentiment_ids"):  # serve_ids of the main folder and of the ids-only copy
-        out = client.predict_ids(stub, model, feats["token_ids"], feats["segment_ids"], feats["padding_mask"])
-        np.testing.assert_allclose(out["logits"], want, atol=1e-5, rtol=0)
+    out = client.predict_ids(stub, "sentiment", feats["token_ids"], feats["segment_ids"], feats["padding_mask"])
+    np.testing.assert_allclose(out["logits"], want, atol=1e-5, rtol=0)
 
     pair = served["pair"]
     a, b = ["When was BERT published?", "Is it good?"], ["In 2018, by Google.", "It is a dull mess."]
@@ -128,7 +125,7 @@ def test_grpc_client_command_line(served):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
     host = f"localhost:{served['server'].port}"
     script = os.path.join(EXPORT, "grpc_client.py")
-    for args in (["--model", "sentiment", TEXTS[0]], ["--model", "sentiment_ids", "--ids", ",".join(map(str, ids))]):
+    for args in (["--model", "sentiment", TEXTS[0]], ["--model", "sentiment", "--ids", ",".join(map(str, ids))]):
         proc = subprocess.run([sys.executable, script, "--host", host, *args], capture_output=True, text=True,
                               timeout=120, env=env)
         assert proc.returncode == 0, proc.stderr[-2000:]
@@ -136,16 +133,55 @@ def test_grpc_client_command_line(served):
         np.testing.assert_allclose(json.loads(lines["logits"]), served["single"].logits(TEXTS[:1]), atol=1e-5)
 
 
+STAND_IN_WITHOUT_TENSORFLOW_TEXT = """
+import runpy, sys
+sys.modules["tensorflow_text"] = None  # a server binary without tensorflow-text's ops
+sys.argv = ["serving_stand_in.py", "--model_config_file", sys.argv[1], "--port", "0", "--rest_api_port", "0"]
+runpy.run_path({script!r}, run_name="__main__")
+"""
+
+
+def test_models_config_serves_text_in_a_server_without_tensorflow_text(served):
+    """The exported folder (both signatures) on a server process that cannot load tensorflow-text."""
+    client = _module("grpc_client")
+    script = STAND_IN_WITHOUT_TENSORFLOW_TEXT.format(script=os.path.join(EXPORT, "serving_stand_in.py"))
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH="")
+    proc = subprocess.Popen([sys.executable, "-c", script, served["config_file"]], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd="/")
+    try:
+        line = proc.stdout.readline()  # "gRPC on localhost:PORT, REST on ..." once the models are loaded
+        assert line.startswith("gRPC on localhost:"), proc.stderr.read()[-3000:] if proc.poll() is not None else line
+        port = int(line.split(",")[0].rsplit(":", 1)[1])
+        with grpc.insecure_channel(f"localhost:{port}") as channel:
+            from tensorflow_serving.apis import prediction_service_pb2_grpc
+
+            stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
+            out = client.predict_text(stub, "sentiment", TEXTS, timeout=120.0)
+            ref = served["single"]
+            np.testing.assert_allclose(out["logits"], ref.logits(TEXTS), atol=1e-5, rtol=0)
+            feats = {k: v.numpy() for k, v in ref.features(TEXTS).items()}
+            out = client.predict_ids(stub, "sentiment", feats["token_ids"], feats["segment_ids"],
+                                     feats["padding_mask"], timeout=120.0)
+            np.testing.assert_allclose(out["logits"], ref.logits(TEXTS), atol=1e-5, rtol=0)
+    finally:
+        proc.kill()
+        proc.wait(timeout=60)
+
+
 def test_grpc_errors_carry_tf_serving_status_codes(stub):
     client = _module("grpc_client")
     with pytest.raises(grpc.RpcError) as e:
         client.predict_text(stub, "no_such_model", TEXTS)
     assert e.value.code() == grpc.StatusCode.NOT_FOUND
-    # the ids-only copy's default signature is serve_ids: text is the wrong input
-    with pytest.raises(grpc.RpcError) as e:
-        client.predict_text(stub, "sentiment_ids", TEXTS)
-    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "token_ids" in e.value.details()
     from tensorflow_serving.apis import predict_pb2
+
+    # text sent to the ids signature: the wrong input names
+    request = predict_pb2.PredictRequest()
+    request.model_spec.name, request.model_spec.signature_name = "sentiment", "serve_ids"
+    request.inputs["text"].CopyFrom(tf.make_tensor_proto([b"x"]))
+    with pytest.raises(grpc.RpcError) as e:
+        stub.Predict(request, 10.0)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "token_ids" in e.value.details()
 
     request = predict_pb2.PredictRequest()
     request.model_spec.name, request.model_spec.signature_name = "sentiment", "no_such_signature"
@@ -190,18 +226,16 @@ def test_rest_request_files_run_against_the_saved_model(served):
     assert code == 200, got
     np.testing.assert_allclose(got["outputs"]["logits"], want, atol=1e-5, rtol=0)
 
-    # ids: both formats, on the ids-only model (a stock server's) and the main folder's serve_ids
+    # ids: both formats, on the same folder's serve_ids
     for name in ("predict_ids_instances.json", "predict_ids_inputs.json"):
         body = _request(name)
         feats = ({k: [i[k] for i in body["instances"]] for k in body["instances"][0]} if "instances" in body
                  else body["inputs"])
         want = ref.logits(feats=feats)
-        for model in ("sentiment_ids", "sentiment"):
-            code, got = _post(served, model, body)
-            assert code == 200, (name, model, got)
-            logits = ([p["logits"] for p in got["predictions"]] if "predictions" in got
-                      else got["outputs"]["logits"])
-            np.testing.assert_allclose(logits, want, atol=1e-5, rtol=0)
+        code, got = _post(served, "sentiment", body)
+        assert code == 200, (name, got)
+        logits = [p["logits"] for p in got["predictions"]] if "predictions" in got else got["outputs"]["logits"]
+        np.testing.assert_allclose(logits, want, atol=1e-5, rtol=0)
 
     # invalid UTF-8 sent as b64 is accepted and tokenised like Google's decode(errors="ignore")
     body = _request("predict_text_b64.json")

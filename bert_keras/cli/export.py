@@ -5,14 +5,20 @@ Hugging Face / Google folder with a task head).
 
   saved_model  OUT/ with signatures `serving_default` (raw `text`, plus `text_b`
                for pair tasks; tokenised in graph) and `serve_ids` (token_ids,
-               segment_ids, padding_mask); OUT/ids_only/ holds serve_ids alone
-               for servers without tensorflow-text.  Serve OUT as a numbered
-               version folder (models/NAME/1).
+               segment_ids, padding_mask); core TensorFlow ops only, so any TF
+               Serving binary loads it.  Serve OUT as a numbered version
+               folder (models/NAME/1).
   tflite       OUT/model.tflite (ids inputs, builtin ops) and
                OUT/model_text.tflite (tokenizer inside, tensorflow-text TFLite
                kernels); --quantize adds a suffix (model_int8.tflite, ...); the
                other quantisations already in OUT are kept when exported with
                the same settings.
+  tfhub        OUT/preprocessor/ and OUT/encoder/ in TF Hub's "Common SavedModel
+               APIs for Text" (hub.KerasLayer / tf.saved_model.load, like
+               bert_en_uncased_preprocess and bert_en_uncased_L-12_H-768_A-12);
+               --model-dir may be any checkpoint folder (pre-trained or
+               fine-tuned: its encoder); --max-seq-len is the preprocessor's
+               default length (128).
 
 OUT is written to a temporary sibling and renamed into place when complete
 (TF Serving never sees a half-written version); nothing the exporter did not
@@ -24,6 +30,7 @@ examples:
   bert-keras export --model-dir runs/sentiment/best --out tflite --format tflite --quantize int8_mixed \\
       --calibration-file dev_sentences.txt
   bert-keras export --model-dir runs/mrpc/best --out serving/mrpc/1 --pair --max-seq-len 128
+  bert-keras export --model-dir MiniLM --out hub/minilm --format tfhub
 """
 
 import json
@@ -41,7 +48,7 @@ def add_arguments(p):
                    help="output folder (SavedModel folder, or folder for the .tflite files): new, empty, or a "
                         "previous export of the same format, which is replaced as a whole; any other non-empty "
                         "folder, or one equal to or containing --model-dir, is refused")
-    p.add_argument("--format", choices=("saved_model", "tflite"), default="saved_model")
+    p.add_argument("--format", choices=("saved_model", "tflite", "tfhub"), default="saved_model")
     p.add_argument("--quantize", choices=QUANTIZE, default="none", help="TFLite only (default: none = float32)")
     p.add_argument("--max-seq-len", type=int,
                    help="sequence length of the text input (default: the folder's, else 128)")
@@ -50,7 +57,9 @@ def add_arguments(p):
     p.add_argument("--calibration-file",
                    help="int8, int8_mixed: real sentences, one a line (TAB-separated pairs for pair models); "
                         "200 are used")
-    p.add_argument("--no-ids-only-copy", action="store_true", help="saved_model: skip OUT/ids_only")
+    p.add_argument("--no-ids-only-copy", action="store_true",
+                   help="accepted for older scripts; does nothing (no OUT/ids_only is written any more: the "
+                        "SavedModel itself loads without tensorflow-text)")
     add_casing_arguments(p)
 
 
@@ -83,6 +92,14 @@ def run(args) -> int:
                                  ids_only_copy=not args.no_ids_only_copy, lower_case=args.lower_case)
         print(json.dumps({"saved_model": out, "mb": round(saved_model_size_mb(out), 2),
                           "signatures": ["serving_default", "serve_ids"]}))
+        return 0
+    if args.format == "tfhub":
+        if args.quantize != "none":
+            raise BertKerasError("--quantize applies to --format tflite only")
+        from bert_keras.export.tfhub import export_tfhub
+
+        print(f"exporting {args.model_dir} in the TF Hub convention ...", flush=True)
+        print(json.dumps(export_tfhub(args.model_dir, args.out, seq_length=args.max_seq_len or 128)))
         return 0
     from bert_keras.export.tflite import export_tflite, file_size_mb
 

@@ -6,8 +6,8 @@
     load_predictor("serving/sentiment/1").predict(["a gorgeous film."])
 
 * `saved_model`: `serving_default` on raw text (the Google-exact in-graph
-  tokenizer) and `serve_ids` on ids; an ids-only copy for consumers without
-  tensorflow-text.
+  tokenizer) and `serve_ids` on ids; core TensorFlow ops only.
+* `tfhub`: TF Hub's text APIs, `preprocessor/` + `encoder/` (`tfhub.export_tfhub`).
 * `tflite`: `model.tflite` (ids, builtin ops) and `model_text.tflite`
   (tensorflow-text's TFLite tokenizer kernels inside); float32, float16,
   dynamic-range int8 and calibrated full int8.

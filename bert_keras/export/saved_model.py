@@ -6,13 +6,18 @@ writes a SavedModel (through `keras.export.ExportArchive`) with two signatures:
 
 * ``serving_default``: ``text`` tf.string [B] (pair models also ``text_b``
   [B]; multiple choice ``text_b`` [B, K], one ending per choice).  Tokenises
-  with the project's Google-exact in-graph tokenizer (tensorflow-text's
-  FastWordpieceTokenizer op for WordPiece), packs ``[CLS] A [SEP] (B [SEP])``
-  to ``max_seq_len`` and runs the model.  A consumer needs ``import
-  tensorflow_text`` (the op's kernel) and nothing from this project.
+  with the project's Google-exact in-graph tokenizer (WordPiece in core ops,
+  `bert_keras.text.wordpiece`), packs ``[CLS] A [SEP] (B [SEP])`` to
+  ``max_seq_len`` and runs the model.
 * ``serve_ids``: ``token_ids``, ``segment_ids``, ``padding_mask`` int32
-  [B, L] ([B, K, L] for multiple choice), any L up to the position table;
-  core TensorFlow ops only.
+  [B, L] ([B, K, L] for multiple choice), any L up to the position table.
+
+Both signatures (every function of the SavedModel) use core TensorFlow ops
+only: the folder loads in any TensorFlow process and any TF Serving binary of
+the same TensorFlow line, without ``tensorflow_text`` and without anything
+from this project.  (Earlier exports needed tensorflow-text's WordPiece op and
+wrote an ids-only copy, ``ids_only/``, for consumers without it; that copy is
+no longer needed or written.)
 
 Outputs are named (`ExportSpec.text_outputs`): ``logits``, ``probabilities``,
 ``label`` for classifiers, ``score`` for regression, ``start_logits`` /
@@ -23,13 +28,6 @@ so clients can align tokens), ``choice`` for multiple choice.
 The vocabulary travels as an asset (``assets/vocab.txt``); the label names,
 casing, sequence length and input/output names in
 ``assets.extra/bert_keras_export.json``.
-
-Loading ``serve_ids`` without tensorflow-text: the text signature's graph
-holds a tensorflow-text op, and TensorFlow checks every op of every function
-when a SavedModel is loaded.  So the export also writes an ids-only copy
-(``ids_only/``, same variables, no tensorflow-text op anywhere) for stock TF
-Serving binaries and processes that cannot import tensorflow-text; see
-``export/README.md``.
 """
 
 from __future__ import annotations
@@ -42,6 +40,7 @@ from bert_keras.export import heads
 from bert_keras.export.spec import SPEC_FILE, check_out_dir, may_replace_export, resolve, write_spec
 from bert_keras.utils import atomic_folder
 
+# The ids-only copy earlier exports wrote inside the folder (kept so their size excludes it).
 IDS_ONLY = "ids_only"
 
 
@@ -52,6 +51,9 @@ def _ids_spec(spec):
 
 def make_serving_functions(model, spec, tokenizer):
     """The signature functions (plain python callables taking tensors).
+
+    `tokenizer` is a `BertTokenizer`; for an export that must hold core ops
+    only, one with ``wordpiece="core"`` (what `export_saved_model` passes).
 
     Returns (serve_text, serve_ids); serve_text takes (text) or (text, text_b).
     """
@@ -132,8 +134,9 @@ def export_saved_model(model_dir_or_model, out_dir, max_seq_len=None, pair=None,
       pair: the text signature takes `text_b` (default: from the folder;
         always for span and multiple choice).
       vocab_path, lower_case, labels: override what the folder records.
-      ids_only_copy: also write ``out_dir/ids_only`` (serve_ids alone, no
-        tensorflow-text op) for consumers without tensorflow-text.
+      ids_only_copy: accepted and ignored, so older calls keep working: the
+        folder itself now loads without tensorflow-text (core ops only), so
+        no ``ids_only/`` copy is written.
 
     Returns:
       out_dir.
@@ -142,7 +145,8 @@ def export_saved_model(model_dir_or_model, out_dir, max_seq_len=None, pair=None,
 
     model, spec = resolve(model_dir_or_model, max_seq_len=max_seq_len, pair=pair, vocab_path=vocab_path,
                           lower_case=lower_case, labels=labels)
-    tokenizer = BertTokenizer.from_vocab(spec.vocab_path, lower_case=spec.lower_case)
+    # core-op WordPiece: the exported graph must load without tensorflow-text
+    tokenizer = BertTokenizer.from_vocab(spec.vocab_path, lower_case=spec.lower_case, wordpiece="core")
     serve_text, serve_ids = make_serving_functions(model, spec, tokenizer)
     out_dir = os.fspath(out_dir)
     check_out_dir(out_dir, model_dir_or_model, "saved_model")
@@ -156,15 +160,11 @@ def export_saved_model(model_dir_or_model, out_dir, max_seq_len=None, pair=None,
             ("serve_ids", serve_ids, _ids_spec(spec)),
         ], assets=[("vocab_file", vocab_asset)])
         write_spec(spec, os.path.join(main, "assets.extra"), max_seq_len_ids="any")
-        if ids_only_copy:
-            ids_dir = os.path.join(main, IDS_ONLY)
-            _write_archive(ids_dir, model, [("serve_ids", serve_ids, _ids_spec(spec))])
-            write_spec(spec, os.path.join(ids_dir, "assets.extra"))
     return out_dir
 
 
 def saved_model_size_mb(path) -> float:
-    """Size of a SavedModel folder (without its ids-only copy), in MB (10^6 bytes)."""
+    """Size of a SavedModel folder (without an older export's ids-only copy), in MB (10^6 bytes)."""
     total = 0
     for root, dirs, files in os.walk(path):
         if root == path and IDS_ONLY in dirs:

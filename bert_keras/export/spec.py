@@ -209,13 +209,18 @@ def check_out_dir(out_dir, model_dir, kind) -> None:
       BertKerasError: naming the folder and the reason, in one line.
     """
     out_dir = os.fspath(out_dir)
-    if isinstance(model_dir, (str, os.PathLike)):
-        out, src = os.path.realpath(out_dir), os.path.realpath(os.fspath(model_dir))
-        if src == out or src.startswith(out.rstrip(os.sep) + os.sep):
-            raise BertKerasError(f"{out_dir}: the export folder is (or contains) the model folder "
-                                 f"{os.fspath(model_dir)}; export to another folder")
+    check_not_model_folder(out_dir, model_dir)
     if os.path.isdir(out_dir) and os.listdir(out_dir):
         may_replace_export(kind)(out_dir)
+
+
+def check_not_model_folder(out_dir, model_dir) -> None:
+    """Refuse ``out_dir`` equal to or containing ``model_dir``: replacing it would delete the model."""
+    if isinstance(model_dir, (str, os.PathLike)):
+        out, src = os.path.realpath(os.fspath(out_dir)), os.path.realpath(os.fspath(model_dir))
+        if src == out or src.startswith(out.rstrip(os.sep) + os.sep):
+            raise BertKerasError(f"{os.fspath(out_dir)}: the export folder is (or contains) the model folder "
+                                 f"{os.fspath(model_dir)}; export to another folder")
 
 
 def may_replace_export(kind):

@@ -7,24 +7,29 @@ Pipeline (all TensorFlow ops, usable eagerly, in `tf.function`, in
 
 * Basic tokenization: `bert_keras.text.basic` (Google's cleaning, CJK
   splitting, casing, accent stripping and punctuation rules, exactly).
-* WordPiece: greedy longest-match-first with `##` continuations, done by
-  tensorflow-text's `FastWordpieceTokenizer` (same output as Google's loop);
-  a word that cannot be covered, or that has more than `max_chars_per_word`
-  characters, becomes `[UNK]`.  The limit counts characters like Google's
-  code (tensorflow-text's own limit counts UTF-8 bytes, so it is set out of
-  the way and the character limit is applied here).  Google's original
-  google-research/bert uses 200 (the default here), tf-models-official's fork
-  400, Hugging Face 100.
+* WordPiece: greedy longest-match-first with `##` continuations; a word
+  that cannot be covered, or that has more than `max_chars_per_word`
+  characters, becomes `[UNK]`.  Two implementations with the same output as
+  Google's loop, chosen by `wordpiece=`:
+  "tensorflow_text" (default, fastest for training and `tf.data`):
+    tensorflow-text's `FastWordpieceTokenizer` op.  Its own limit counts UTF-8
+    bytes, so it is set out of the way and the character limit is applied
+    here.
+  "core": `bert_keras.text.wordpiece.WordPiece`, core TensorFlow ops only;
+    what the exporters use, so exported graphs load without tensorflow-text.
+  Google's original google-research/bert uses a limit of 200 characters (the
+  default here), tf-models-official's fork 400, Hugging Face 100.
 * Packing: `bert_keras.text.packing.pack`.
 
 Ids always come from the vocabulary file (`[CLS]`, `[SEP]`, ... are looked up
 by name), with Google's rule for duplicated lines (the last one wins).
 
-Export: everything the graph needs (the Unicode tables and tensorflow-text's
-compiled WordPiece model, which holds the vocabulary) is a constant captured by
-the traced functions, so a SavedModel written with `keras.export.ExportArchive`
-(`archive.track(tok)`, then endpoints calling `tok`) is self-contained and
-loads with `import tensorflow_text` alone.  `get_config()` carries the
+Export: everything the graph needs (the Unicode tables and the WordPiece
+model, which holds the vocabulary) is a constant captured by the traced
+functions, so a SavedModel written with `keras.export.ExportArchive`
+(`archive.track(tok)`, then endpoints calling `tok`) is self-contained: with
+`wordpiece="core"` it loads in any TensorFlow process, with
+"tensorflow_text" after `import tensorflow_text`.  `get_config()` carries the
 vocabulary list, so `BertTokenizer.from_config` rebuilds the layer.
 """
 
@@ -39,8 +44,11 @@ import tensorflow as tf
 
 from bert_keras.errors import DataError
 from bert_keras.text import packing
-from bert_keras.text.basic import BasicTokenizer
+from bert_keras.text.basic import BasicTokenizer, Words
 from bert_keras.text.vocab import load_vocab, token_ids
+from bert_keras.text.wordpiece import WordPiece
+
+WORDPIECE = ("tensorflow_text", "core")
 
 
 def _usable(token: str) -> bool:
@@ -49,6 +57,15 @@ def _usable(token: str) -> bool:
     # ids, nothing maps to them, exactly as in Google's dictionary lookups.
     # (``split() == [token]``: no str.isspace() character, tested in C.)
     return bool(token) and token != "##" and token.split() == [token]
+
+
+def _first_words(words, max_words: int):
+    """The first `max_words` words of every text of a `Words` batch."""
+    counts = tf.math.bincount(words.row, minlength=words.num_texts, maxlength=words.num_texts, dtype=tf.int64)
+    rank = tf.range(tf.shape(words.row, out_type=tf.int64)[0]) - tf.gather(tf.cumsum(counts, exclusive=True), words.row)
+    keep = tf.where(rank < max_words)[:, 0]
+    return Words(tf.gather(words.codepoints, keep), tf.gather(words.row, keep), tf.gather(words.group, keep),
+                 words.num_texts)
 
 
 class _VocabTable:
@@ -74,6 +91,9 @@ class BertTokenizer(keras.layers.Layer):
       vocabulary: list of tokens (index = id) or the path of a vocab.txt.
       lower_case: uncased models (lower-case, NFD, strip accents) when True.
       max_chars_per_word: longer words become `[UNK]` (Google: 200).
+      wordpiece: "tensorflow_text" (tensorflow-text's op, fastest) or "core"
+        (core TensorFlow ops only, for graphs that must load without
+        tensorflow-text); identical ids.
       unk_token, cls_token, sep_token, pad_token, mask_token: names of the
         special tokens in the vocabulary.
 
@@ -101,6 +121,7 @@ class BertTokenizer(keras.layers.Layer):
         sep_token: str = "[SEP]",
         pad_token: str = "[PAD]",
         mask_token: str = "[MASK]",
+        wordpiece: str = "tensorflow_text",
         **kwargs,
     ):
         kwargs.setdefault("trainable", False)
@@ -127,7 +148,14 @@ class BertTokenizer(keras.layers.Layer):
         if unk_token not in self._ids:
             raise DataError(f"{self._source}: no {unk_token!r} token in the vocabulary")
 
+        if wordpiece not in WORDPIECE:
+            raise ValueError(f"wordpiece must be one of {WORDPIECE}, got {wordpiece!r}")
+        self._wordpiece_kind = wordpiece
         self._basic = BasicTokenizer(lower_case=self._lower_case)
+        if wordpiece == "core":
+            self._remap = None
+            self._wordpiece = WordPiece(self._ids, self.unk_id, self._max_chars_per_word, usable=_usable)
+            return
         # FastWordpieceTokenizer needs unique tokens; Google's dict keeps the
         # last id of a duplicated token, so give it those and map back.
         matcher = sorted((i, t) for t, i in self._ids.items() if _usable(t))
@@ -154,6 +182,12 @@ class BertTokenizer(keras.layers.Layer):
         """Builds a tokenizer from a vocab.txt (one token per line, id = line number)."""
         return cls(os.fspath(vocab_path), lower_case=lower_case, max_chars_per_word=max_chars_per_word, **kwargs)
 
+    def with_wordpiece(self, wordpiece: str) -> "BertTokenizer":
+        """The same tokenizer with the other WordPiece implementation (self if already it)."""
+        if wordpiece == self._wordpiece_kind:
+            return self
+        return BertTokenizer.from_config({**self.get_config(), "wordpiece": wordpiece})
+
     def get_config(self):
         config = super().get_config()
         config.update(
@@ -165,6 +199,7 @@ class BertTokenizer(keras.layers.Layer):
             sep_token=self._special["sep"],
             pad_token=self._special["pad"],
             mask_token=self._special["mask"],
+            wordpiece=self._wordpiece_kind,
         )
         return config
 
@@ -189,6 +224,11 @@ class BertTokenizer(keras.layers.Layer):
     def max_chars_per_word(self) -> int:
         return self._max_chars_per_word
 
+    @property
+    def wordpiece(self) -> str:
+        """The WordPiece implementation: "tensorflow_text" or "core"."""
+        return self._wordpiece_kind
+
     def token_to_id(self, token: str) -> int:
         if token not in self._ids:
             raise KeyError(f"{token!r} is not in {self._source}")
@@ -212,10 +252,17 @@ class BertTokenizer(keras.layers.Layer):
         return sorted({i for i in (self._special_id(k) for k in self._special) if i is not None})
 
     # ------------------------------------------------------------------ tokenization
-    def _pieces(self, texts):
-        """Flat words of a batch and their WordPiece ids: (Words, ragged int32 [W, (p)])."""
+    def _pieces(self, texts, max_words=None):
+        """Flat words of a batch and their WordPiece ids: (Words, ragged int32 [W, (p)]).
+
+        max_words: keep only the first max_words words of every text.
+        """
         words = self._basic.split(texts)
+        if max_words is not None:
+            words = _first_words(words, max_words)
         strings = tf.strings.unicode_encode(words.codepoints, "UTF-8")
+        if self._wordpiece_kind == "core":
+            return words, self._wordpiece.tokenize(words.codepoints, strings)
         too_long = words.codepoints.row_lengths() > self._max_chars_per_word
         pieces = self._wordpiece.tokenize(tf.where(too_long, "", strings))
         if self._remap is not None:
@@ -235,11 +282,14 @@ class BertTokenizer(keras.layers.Layer):
             raise ValueError(f"texts must be a string scalar or vector [B], got shape {texts.shape}")
         return texts, texts.shape.rank == 0
 
-    def tokenize(self, texts):
+    def tokenize(self, texts, max_words=None):
         """WordPiece ids of texts, without special tokens.
 
         Args:
           texts: tf.string [B] or a scalar (python strings are accepted).
+          max_words: tokenise only the first max_words basic-tokenizer words
+            of each text (None: all).  Every word gives at least one piece, so
+            the first n pieces of a text are the same for any max_words >= n.
 
         Returns:
           tf.RaggedTensor int32 [B, (pieces)]; for a scalar input a dense
@@ -247,7 +297,7 @@ class BertTokenizer(keras.layers.Layer):
           `FullTokenizer.convert_tokens_to_ids(FullTokenizer.tokenize(text))`.
         """
         texts, scalar = self._batch(texts)
-        words, pieces = self._pieces(tf.reshape(texts, [-1]) if scalar else texts)
+        words, pieces = self._pieces(tf.reshape(texts, [-1]) if scalar else texts, max_words)
         out = tf.RaggedTensor.from_value_rowids(pieces, words.row, nrows=words.num_texts, validate=False)
         out = out.merge_dims(1, 2)
         return out[0] if scalar else out
@@ -324,11 +374,15 @@ class BertTokenizer(keras.layers.Layer):
         texts, scalar = self._batch(texts)
         if scalar:
             texts = tf.reshape(texts, [1])
-        ids_a = self.tokenize(texts)
+        # Words past the first seq_len of a text cannot reach the packed output
+        # (each word gives >= 1 piece), nor change the pair truncation (a
+        # segment that long is cut to its share either way): skipping them
+        # bounds the work on huge inputs.
+        ids_a = self.tokenize(texts, max_words=seq_len)
         ids_b = None
         if pairs is not None:
             pairs = tf.reshape(tf.convert_to_tensor(pairs, dtype=tf.string), [-1])
-            ids_b = self.tokenize(pairs)
+            ids_b = self.tokenize(pairs, max_words=seq_len)
         feats = self.pack(ids_a, ids_b, seq_len=seq_len)
         return {k: v[0] for k, v in feats.items()} if scalar else feats
 
