@@ -150,10 +150,7 @@ class CodepointTokenizer(tf.Module):
         const = lambda a: tf.constant(np.asarray(a, np.int32))  # noqa: E731
         self._stage1, self._stage2, self._expansions = const(stage1), const(stage2), const(expansions)
         self._alpha1, self._alpha2 = const(trie.alpha_stage1), const(trie.alpha_stage2)
-        self._root_word, self._root_cont = const(trie.root_word), const(trie.root_cont)
-        self._edge_start, self._edge_count = const(trie.edge_start), const(trie.edge_count)
-        self._edge_char, self._edge_child = const(trie.edge_char), const(trie.edge_child)
-        self._node_token = const(trie.node_token)
+        self._base, self._check, self._token = const(trie.base), const(trie.check), const(trie.token)
 
     # ------------------------------------------------------------------ per-codepoint tables
     @staticmethod
@@ -239,18 +236,9 @@ class CodepointTokenizer(tf.Module):
 
     # ------------------------------------------------------------------ WordPiece
     def _child(self, state, a):
-        """Child of trie nodes `state` by alphabet ids `a` (DEAD when none): binary search of the edges."""
-        lo = tf.gather(self._edge_start, state)
-        n = tf.gather(self._edge_count, state)
-        end = lo + n
-        for _ in range(self.trie.search_steps):
-            half = tf.math.floordiv(n, 2)
-            mid = lo + half
-            go = (tf.gather(self._edge_char, mid) < a) & (n > 0)
-            lo = tf.where(go, mid + 1, lo)
-            n = tf.where(go, n - half - 1, half)
-        found = (lo < end) & tf.equal(tf.gather(self._edge_char, lo), a)
-        return tf.where(found, tf.gather(self._edge_child, lo), tflite_tables.DEAD)
+        """Child of trie slots `state` by alphabet ids `a` (DEAD when none): one double-array step."""
+        t = tf.gather(self._base, state) + a
+        return tf.where(tf.equal(tf.gather(self._check, t), state), t, tflite_tables.DEAD)
 
     def ids(self, cps):
         """WordPiece ids of codepoint rows, without special tokens.
@@ -273,13 +261,15 @@ class CodepointTokenizer(tf.Module):
         a_pad = tf.concat([a, tf.zeros_like(a[:, :1]) + tf.zeros([1, trie.max_len], tf.int32)], axis=1)
 
         # the longest token from every position (word-initial at word starts, "##" elsewhere)
-        state = tf.where(start, tf.gather(self._root_word, a), tf.gather(self._root_cont, a))
-        best_id = tf.gather(self._node_token, state)
-        best_len = tf.where(best_id >= 0, 1, 0)
-        for step in range(1, trie.max_len):
+        root = tf.where(start, tflite_tables.ROOT_WORD, tflite_tables.ROOT_CONT)
+        best_id = tf.zeros_like(a) - 1
+        best_len = tf.zeros_like(a)
+        state = root
+        for step in range(trie.max_len):
+            # a = 0 (no character, or one in no token) never passes the check
             a_step = tf.where(j + step < word_end, a_pad[:, step:step + width], 0)
             state = self._child(state, a_step)
-            token = tf.gather(self._node_token, state)
+            token = tf.gather(self._token, state)
             best_len = tf.where(token >= 0, step + 1, best_len)
             best_id = tf.where(token >= 0, token, best_id)
 
