@@ -8,7 +8,10 @@ snippets.  The ids are checked on tokenizer-only files
 encoder), the logits on a full text file.
 """
 
+import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -233,7 +236,7 @@ LOGIT_BOUND = 5e-6  # measured max |TFLite - Keras| 4.2e-7 on these sentences (2
 
 
 def test_float32_text_file_matches_keras_on_real_minilm_weights(minilm2_dir, workdir, capsys):
-    paths = export_tflite(minilm2_dir, str(workdir / "minilm2_tflite"), ids_model=False)
+    paths = export_tflite(minilm2_dir, str(workdir / "minilm2_tflite"))
     assert op_names(paths["text"]) and "FastWordpieceTokenize" not in op_names(paths["text"])
     model = load_checkpoint(minilm2_dir, task="classification")
     tok = BertTokenizer.from_vocab(os.path.join(minilm2_dir, "vocab.txt"), lower_case=True)
@@ -252,3 +255,13 @@ def test_float32_text_file_matches_keras_on_real_minilm_weights(minilm2_dir, wor
     # bert-keras predict builds the codepoints itself
     records = list(load_predictor(paths["text"]).predict(SENTENCES))
     assert [r["label"] for r in records] == [["negative", "positive"][i] for i in want.argmax(-1)]
+    # export/tflite_example.py in a fresh process where tensorflow_text and bert_keras cannot be imported
+    block = ("import runpy, sys; sys.modules['tensorflow_text'] = sys.modules['bert_keras'] = None; "
+             "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", block, os.path.join(HERE, "..", "export", "tflite_example.py"),
+                           os.path.dirname(paths["text"])] + SENTENCES[:3],
+                          capture_output=True, text=True, timeout=300, env=dict(os.environ, PYTHONPATH=""))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    printed = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    probs = np.exp(want[:3]) / np.exp(want[:3]).sum(-1, keepdims=True)
+    np.testing.assert_allclose([r["probabilities"] for r in printed[:3]], probs, atol=1e-4)
