@@ -8,9 +8,9 @@ Hugging Face / Google folder with a task head).
                segment_ids, padding_mask); OUT/ids_only/ holds serve_ids alone
                for servers without tensorflow-text.  Serve OUT as a numbered
                version folder (models/NAME/1).
-  tflite       OUT/model.tflite (ids inputs, builtin ops) and
-               OUT/model_text.tflite (tokenizer inside, tensorflow-text TFLite
-               kernels); --quantize adds a suffix (model_int8.tflite, ...).
+  tflite       OUT/model.tflite (ids inputs) and OUT/model_text.tflite (int32
+               Unicode codepoints in, Google-exact tokenizer inside), builtin
+               ops only; --quantize adds a suffix (model_int8.tflite, ...).
 
 examples:
   bert-keras export --model-dir runs/sentiment/best --out serving/sentiment/1
