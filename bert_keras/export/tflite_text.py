@@ -213,6 +213,9 @@ class CodepointTokenizer(tf.Module):
         """
         cps = tf.convert_to_tensor(cps, tf.int32)
         n = self.max_codepoints
+        if cps.shape.rank != 2 or cps.shape[1] != n:
+            # the row widths below are static: a wider row would spill into the next one
+            raise ValueError(f"codepoints must be int32 [B, {n}], got shape {cps.shape}")
         scalar = (cps >= 0) & (cps <= ut.MAX_CODEPOINT) & ((cps < 0xD800) | (cps > 0xDFFF))
         cps = tf.where(scalar, cps, 0)  # 0 is deleted by the cleaning below
         (c,), _, _ = _compact(~_flag(self._props(cps), ut.DROP), [cps], n, [SPACE])
