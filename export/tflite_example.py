@@ -1,8 +1,11 @@
-"""Run bert-keras TFLite files with the LiteRT interpreter (no bert-keras import).
+"""Run bert-keras TFLite files with the stock LiteRT interpreter (no bert-keras, no tensorflow-text).
 
-  model_text.tflite  raw text in; needs tensorflow-text's TFLite kernels:
-                     InterpreterWithCustomOps(custom_op_registerers=SELECT_TFTEXT_OPS)
-  model.tflite       token ids in; builtin ops only (the stock Interpreter)
+  model_text.tflite  text in, as int32 Unicode codepoints [B, N] padded with 0
+                     (N = "max_codepoints" in bert_keras_export.json; longer texts
+                     keep their first N codepoints); Google-exact tokenizer inside
+  model.tflite       token ids in
+
+Both hold TFLite builtin ops only: `Interpreter(model_path=...)`, no custom-op registerer.
 
 usage:
   python export/tflite_example.py tflite/ "a gorgeous, witty film." "the jokes fall flat."
@@ -13,17 +16,24 @@ import os
 import sys
 
 import numpy as np
-from ai_edge_litert.interpreter import Interpreter, InterpreterWithCustomOps
-from tensorflow_text import tflite_registrar
+from ai_edge_litert.interpreter import Interpreter
+
+
+def codepoints(texts, n):
+    """The input contract: each text's first n Unicode codepoints, padded with 0."""
+    out = np.zeros((len(texts), n), np.int32)
+    for i, text in enumerate(texts):
+        cps = [ord(c) for c in text[:n]]
+        out[i, :len(cps)] = cps
+    return out
 
 
 def main(folder, texts):
     with open(os.path.join(folder, "bert_keras_export.json"), encoding="utf-8") as f:
-        spec = json.load(f)  # task, labels, max_seq_len, input/output names
-    text_model = InterpreterWithCustomOps(custom_op_registerers=tflite_registrar.SELECT_TFTEXT_OPS,
-                                          model_path=os.path.join(folder, "model_text.tflite"))
+        spec = json.load(f)  # task, labels, max_seq_len, max_codepoints, input/output names
+    text_model = Interpreter(model_path=os.path.join(folder, "model_text.tflite"))
     run = text_model.get_signature_runner()  # the batch size follows the input
-    out = run(text=np.array([t.encode("utf-8") for t in texts], dtype=object))
+    out = run(codepoints=codepoints(texts, spec["max_codepoints"]))
     for text, probs, label_id in zip(texts, out["probabilities"], out["label_id"]):
         print(json.dumps({"text": text, "label": spec["labels"][int(label_id)],
                           "probabilities": [round(float(p), 4) for p in probs]}))

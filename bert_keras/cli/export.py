@@ -8,9 +8,9 @@ Hugging Face / Google folder with a task head).
                segment_ids, padding_mask); core TensorFlow ops only, so any TF
                Serving binary loads it.  Serve OUT as a numbered version
                folder (models/NAME/1).
-  tflite       OUT/model.tflite (ids inputs, builtin ops) and
-               OUT/model_text.tflite (tokenizer inside, tensorflow-text TFLite
-               kernels); --quantize adds a suffix (model_int8.tflite, ...); the
+  tflite       OUT/model.tflite (ids inputs) and OUT/model_text.tflite (int32
+               Unicode codepoints in, Google-exact tokenizer inside), builtin
+               ops only; --quantize adds a suffix (model_int8.tflite, ...); the
                other quantisations already in OUT are kept when exported with
                the same settings.
   tfhub        OUT/preprocessor/ and OUT/encoder/ in TF Hub's "Common SavedModel

@@ -8,8 +8,8 @@
 * `saved_model`: `serving_default` on raw text (the Google-exact in-graph
   tokenizer) and `serve_ids` on ids; core TensorFlow ops only.
 * `tfhub`: TF Hub's text APIs, `preprocessor/` + `encoder/` (`tfhub.export_tfhub`).
-* `tflite`: `model.tflite` (ids, builtin ops) and `model_text.tflite`
-  (tensorflow-text's TFLite tokenizer kernels inside); float32, float16,
+* `tflite`: `model.tflite` (ids) and `model_text.tflite` (Unicode codepoints
+  in, Google-exact tokenizer inside), builtin ops only; float32, float16,
   dynamic-range int8 and calibrated full int8.
 * `predict`: one predictor over a SavedModel, a TFLite file or a model folder.
 * `demo_export`: what `bert-keras demo` runs (both formats, reloaded and timed).
@@ -19,7 +19,7 @@ from bert_keras.export.demo import demo_export
 from bert_keras.export.predict import Predictor, load_predictor
 from bert_keras.export.saved_model import export_saved_model
 from bert_keras.export.spec import ExportSpec, read_spec, resolve
-from bert_keras.export.tflite import QUANTIZE, TFLiteModel, export_tflite, tokenizer_exact_match
+from bert_keras.export.tflite import QUANTIZE, TFLiteModel, export_tflite, export_tokenizer_tflite
 
 __all__ = ["export_saved_model", "export_tflite", "demo_export", "load_predictor", "Predictor", "TFLiteModel",
-           "tokenizer_exact_match", "ExportSpec", "resolve", "read_spec", "QUANTIZE"]
+           "export_tokenizer_tflite", "ExportSpec", "resolve", "read_spec", "QUANTIZE"]

@@ -164,7 +164,7 @@ def _saved_model_predictor(path):
 
 
 def _tflite_predictor(path):
-    from bert_keras.export.tflite import TFLiteModel
+    from bert_keras.export.tflite import TFLiteModel, codepoints
 
     model = TFLiteModel(path)
     if not model.is_text:
@@ -173,13 +173,22 @@ def _tflite_predictor(path):
     if not spec:
         raise BertKerasError(f"{path}: no bert_keras_export.json next to the file")
     k = spec.get("num_choices")
+    n = model.max_codepoints  # None: a string-input file of an earlier version
+
+    def encode(texts):
+        if n is None:
+            return np.array(texts, dtype=object)
+        return codepoints(texts, n)  # the file's input contract: the first n codepoints, 0-padded
 
     def call(texts, texts_b):
-        feeds = {"text": np.array(texts, dtype=object)}
+        feeds = {"codepoints" if n else "text": encode(texts)}
         if texts_b is not None:
             if k:
-                texts_b = [list(b)[:k] + [""] * (k - len(b)) for b in texts_b]
-            feeds["text_b"] = np.array(texts_b, dtype=object)
+                rows = [list(b)[:k] + [""] * (k - len(b)) for b in texts_b]
+                b = np.stack([encode(r) for r in rows]) if n else np.array(rows, dtype=object)
+            else:
+                b = encode([str(t) for t in texts_b])
+            feeds["codepoints_b" if n else "text_b"] = b
         return model(**feeds)
 
     vocab = _read_vocab_file(os.path.join(os.path.dirname(path), spec.get("vocab_file", "vocab.txt")))
