@@ -1,0 +1,79 @@
+"""Inference on the real tokens only: the encoder's position-wise layers skip the padding.
+
+A batch of real sentences padded to its longest member is mostly padding (the Rotten
+Tomatoes dev snippets in batches of 32: 52% of the positions are real).  Every layer of a
+BERT block except the attention scores works position by position: the Q/K/V, output and
+feed-forward matmuls, the residual adds, LayerNorm and GELU give a real token the same
+numbers whatever the padding around it.  So at inference the encoder packs the real tokens
+into one [T, H] matrix (T = number of real tokens), runs those layers on it, and scatters
+into [B, L, *] only for the attention (scores and context per sentence), gathering the
+real rows back right after.  Real positions get the same numbers as the padded path (up to
+matmul summation order); padding positions of ``sequence_output`` are 0 instead of the
+values the padded path computes for them (which nothing should read).
+
+Used when `use_unpadded` says so: inference (``training`` false), the TensorFlow
+backend, additive attention masking (the full-integer TFLite export traces "select"
+masking with static shapes), and `ENABLED` (tests and exporters may switch it off with
+`disabled()`; the packing's data-dependent shapes cannot be XLA-compiled, so a
+``jit_compile=True`` inference function must call the model inside `disabled()`).
+"""
+
+import contextlib
+
+import keras
+
+# Read when a call is traced.
+ENABLED = True
+
+
+@contextlib.contextmanager
+def disabled():
+    """Within this block, calls being traced take the padded path."""
+    global ENABLED
+    previous, ENABLED = ENABLED, False
+    try:
+        yield
+    finally:
+        ENABLED = previous
+
+
+def use_unpadded(encoder, training):
+    """True where ``encoder`` (a `BertEncoder`) should run its inference on the real tokens only."""
+    from bert_keras.layers.attention import BertSelfAttention
+
+    if not ENABLED or training or keras.backend.backend() != "tensorflow":
+        return False
+    return all(block.attention.masking == "additive" for block in encoder.transformer_layers
+               if isinstance(block.attention, BertSelfAttention))
+
+
+class Packing:
+    """Where the real tokens of a [B, L] padding mask are, and the moves between the layouts.
+
+    indices: int64 [T, 2] (row, position) of every real token, in row-major order.
+    """
+
+    def __init__(self, padding_mask):
+        import tensorflow as tf
+
+        mask = tf.convert_to_tensor(padding_mask)
+        self.indices = tf.where(tf.not_equal(mask, 0))
+        self.shape = tf.shape(mask, out_type=tf.int64)
+
+    @property
+    def positions(self):
+        """int64 [T]: each real token's position in its sentence."""
+        return self.indices[:, 1]
+
+    def gather(self, x):
+        """[B, L, ...] -> [T, ...]: the real rows."""
+        import tensorflow as tf
+
+        return tf.gather_nd(x, self.indices)
+
+    def scatter(self, x):
+        """[T, C] -> [B, L, C], zeros at the padding."""
+        import tensorflow as tf
+
+        shape = tf.concat([self.shape, tf.shape(x, out_type=tf.int64)[1:]], axis=0)
+        return tf.scatter_nd(self.indices, x, shape)
