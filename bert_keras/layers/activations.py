@@ -16,7 +16,9 @@ def gelu(x):
     """
     if keras.backend.standardize_dtype(x.dtype) == "float32":
         return ops.gelu(x, approximate=False)
-    if keras.backend.backend() == "tensorflow":
+    from bert_keras.layers import unpadded
+
+    if keras.backend.backend() == "tensorflow" and not unpadded.ACTIVE:
         return _fused_gelu_tf()(x)
     return _gelu_in_float32(x)
 

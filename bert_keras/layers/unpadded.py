@@ -24,6 +24,19 @@ import keras
 
 # Read when a call is traced.
 ENABLED = True
+# True while a packed call is being traced or run: its shapes change with every batch, so
+# the 16-bit GELU takes plain TensorFlow ops instead of an XLA kernel compiled per shape.
+ACTIVE = False
+
+
+@contextlib.contextmanager
+def active():
+    global ACTIVE
+    previous, ACTIVE = ACTIVE, True
+    try:
+        yield
+    finally:
+        ACTIVE = previous
 
 
 @contextlib.contextmanager
@@ -51,6 +64,9 @@ class Packing:
     """Where the real tokens of a [B, L] padding mask are, and the moves between the layouts.
 
     indices: int64 [T, 2] (row, position) of every real token, in row-major order.
+    length: int64 scalar, one past the last real position of the batch: the attention runs
+    on [B, length] (a batch padded to a fixed length, as the text signatures and the TFLite
+    files pad, pays the scores only for its longest sentence).
     """
 
     def __init__(self, padding_mask):
@@ -59,6 +75,9 @@ class Packing:
         mask = tf.convert_to_tensor(padding_mask)
         self.indices = tf.where(tf.not_equal(mask, 0))
         self.shape = tf.shape(mask, out_type=tf.int64)
+        # The 0 keeps an all-padding batch (T = 0) well defined.
+        self.length = tf.reduce_max(tf.concat([self.indices[:, 1], tf.zeros([1], tf.int64)], 0)) + 1
+        self.mask = mask[:, :self.length]
 
     @property
     def positions(self):
@@ -66,14 +85,14 @@ class Packing:
         return self.indices[:, 1]
 
     def gather(self, x):
-        """[B, L, ...] -> [T, ...]: the real rows."""
+        """[B, length or L, ...] -> [T, ...]: the real rows."""
         import tensorflow as tf
 
         return tf.gather_nd(x, self.indices)
 
-    def scatter(self, x):
-        """[T, C] -> [B, L, C], zeros at the padding."""
+    def scatter(self, x, full=False):
+        """[T, C] -> [B, length, C] ([B, L, C] when ``full``), zeros at the padding."""
         import tensorflow as tf
 
-        shape = tf.concat([self.shape, tf.shape(x, out_type=tf.int64)[1:]], axis=0)
-        return tf.scatter_nd(self.indices, x, shape)
+        rows = self.shape if full else tf.stack([self.shape[0], self.length])
+        return tf.scatter_nd(self.indices, x, tf.concat([rows, tf.shape(x, out_type=tf.int64)[1:]], axis=0))

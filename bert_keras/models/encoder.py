@@ -68,12 +68,13 @@ class BertEncoder(keras.Model):
         if not unpadded.use_unpadded(self, training):
             return super().call(inputs, training=training, mask=mask)
         # Inference on the real tokens only (same numbers at the real positions, 0 at the padding).
-        packing = unpadded.Packing(inputs["padding_mask"])
-        x = self.embeddings(inputs["token_ids"], inputs["segment_ids"], training=training, packing=packing)
-        bias = attention_bias_from_padding_mask(inputs["padding_mask"])
-        for block in self.transformer_layers:
-            x = block(x, bias, training=training, packing=packing)
-        sequence = packing.scatter(x)
+        with unpadded.active():
+            packing = unpadded.Packing(inputs["padding_mask"])
+            x = self.embeddings(inputs["token_ids"], inputs["segment_ids"], training=training, packing=packing)
+            bias = attention_bias_from_padding_mask(packing.mask)
+            for block in self.transformer_layers:
+                x = block(x, bias, training=training, packing=packing)
+            sequence = packing.scatter(x, full=True)
         return {"sequence_output": sequence, "pooled_output": self.pooler(sequence)}
 
     @property
