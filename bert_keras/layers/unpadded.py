@@ -1,21 +1,23 @@
 """Inference on the real tokens only: the encoder's position-wise layers skip the padding.
 
 A batch of real sentences padded to its longest member is mostly padding (the Rotten
-Tomatoes dev snippets in batches of 32: 52% of the positions are real).  Every layer of a
-BERT block except the attention scores works position by position: the Q/K/V, output and
-feed-forward matmuls, the residual adds, LayerNorm and GELU give a real token the same
-numbers whatever the padding around it.  So at inference the encoder packs the real tokens
-into one [T, H] matrix (T = number of real tokens), runs those layers on it, and scatters
-into [B, L, *] only for the attention (scores and context per sentence), gathering the
-real rows back right after.  Real positions get the same numbers as the padded path (up to
-matmul summation order); padding positions of ``sequence_output`` are 0 instead of the
-values the padded path computes for them (which nothing should read).
+Tomatoes dev snippets in batches of 32: 52% of the positions are real; padded to a fixed
+128, as the text signatures do, 21%).  Every layer of a BERT block except the attention
+scores works position by position: the Q/K/V, output and feed-forward matmuls, the
+residual adds, LayerNorm and GELU give a real token the same numbers whatever the padding
+around it.  So at inference the encoder packs the real tokens into one [T, H] matrix
+(T = number of real tokens), runs those layers on it, and scatters into [B, length, *]
+(length = the batch's longest sentence) only for the attention scores and context,
+gathering the real rows back right after.  Real positions get the same numbers as the
+padded path (up to matmul summation order: 1e-6 on MiniLM); padding positions of
+``sequence_output`` are 0 instead of the values the padded path computes for them (which
+nothing should read).
 
 Used when `use_unpadded` says so: inference (``training`` false), the TensorFlow
 backend, additive attention masking (the full-integer TFLite export traces "select"
-masking with static shapes), and `ENABLED` (tests and exporters may switch it off with
-`disabled()`; the packing's data-dependent shapes cannot be XLA-compiled, so a
-``jit_compile=True`` inference function must call the model inside `disabled()`).
+masking), and `ENABLED` (tests may switch it off with `disabled()`; the packing's
+data-dependent shapes cannot be XLA-compiled, so a ``jit_compile=True`` inference function
+must call the model inside `disabled()`).
 """
 
 import contextlib
