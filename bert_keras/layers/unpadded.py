@@ -65,8 +65,8 @@ def use_unpadded(encoder, training):
 class Packing:
     """Where the real tokens of a [B, L] padding mask are, and the moves between the layouts.
 
-    indices: int64 [T, 2] (row, position) of every real token, in row-major order.
-    length: int64 scalar, one past the last real position of the batch: the attention runs
+    indices: int32 [T, 2] (row, position) of every real token, in row-major order.
+    length: int32 scalar, one past the last real position of the batch: the attention runs
     on [B, length] (a batch padded to a fixed length, as the text signatures and the TFLite
     files pad, pays the scores only for its longest sentence).
     """
@@ -75,16 +75,26 @@ class Packing:
         import tensorflow as tf
 
         mask = tf.convert_to_tensor(padding_mask)
-        self.indices = tf.where(tf.not_equal(mask, 0))
-        self.shape = tf.shape(mask, out_type=tf.int64)
+        # int32 throughout: LiteRT's slicing kernels take int32 (a strided slice of an int64
+        # shape does not convert).
+        self.indices = tf.cast(tf.where(tf.not_equal(mask, 0)), tf.int32)
+        self.shape = tf.shape(mask)
+        positions = tf.gather(self.indices, 1, axis=1)
         # The 0 keeps an all-padding batch (T = 0) well defined.
-        self.length = tf.reduce_max(tf.concat([self.indices[:, 1], tf.zeros([1], tf.int64)], 0)) + 1
-        self.mask = mask[:, :self.length]
+        self.length = tf.reduce_max(tf.concat([positions, tf.zeros([1], tf.int32)], 0)) + 1
+        self._positions = positions
+
+    def attention_bias(self, bias):
+        """[B, 1, 1, L] additive bias -> [B, 1, 1, length]: the keys the attention sees."""
+        import tensorflow as tf
+
+        # tf.slice, not [..., :length]: LiteRT has no strided slice with a computed end.
+        return tf.slice(bias, tf.zeros([4], tf.int32), tf.stack([-1, -1, -1, self.length]))
 
     @property
     def positions(self):
-        """int64 [T]: each real token's position in its sentence."""
-        return self.indices[:, 1]
+        """int32 [T]: each real token's position in its sentence."""
+        return self._positions
 
     def gather(self, x):
         """[B, length or L, ...] -> [T, ...]: the real rows."""
@@ -96,5 +106,5 @@ class Packing:
         """[T, C] -> [B, length, C] ([B, L, C] when ``full``), zeros at the padding."""
         import tensorflow as tf
 
-        rows = self.shape if full else tf.stack([self.shape[0], self.length])
-        return tf.scatter_nd(self.indices, x, tf.concat([rows, tf.shape(x, out_type=tf.int64)[1:]], axis=0))
+        rows = self.shape if full else tf.stack([tf.gather(self.shape, 0), self.length])
+        return tf.scatter_nd(self.indices, x, tf.concat([rows, tf.shape(x)[1:]], axis=0))

@@ -71,7 +71,7 @@ class BertEncoder(keras.Model):
         with unpadded.active():
             packing = unpadded.Packing(inputs["padding_mask"])
             x = self.embeddings(inputs["token_ids"], inputs["segment_ids"], training=training, packing=packing)
-            bias = attention_bias_from_padding_mask(packing.mask)
+            bias = packing.attention_bias(attention_bias_from_padding_mask(inputs["padding_mask"]))
             for block in self.transformer_layers:
                 x = block(x, bias, training=training, packing=packing)
             sequence = packing.scatter(x, full=True)
