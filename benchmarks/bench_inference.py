@@ -269,6 +269,10 @@ def load_runners(group, names, work, info):
     elif group == "saved-model":
         import tensorflow as tf
 
+        try:  # a text signature built on tensorflow-text's tokenizer op needs its kernels registered
+            import tensorflow_text  # noqa: F401
+        except ImportError:
+            pass
         loaded = tf.saved_model.load(os.path.join(work, "saved_model"))
         serve_ids, serve_text = loaded.signatures["serve_ids"], loaded.signatures["serving_default"]
 
