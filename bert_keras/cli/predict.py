@@ -114,6 +114,25 @@ def _read(args, lines, where, pair=False):
     return texts, texts_b
 
 
+def _by_length(predictor, texts, texts_b, batch_size, progress=None):
+    """The records in input order, computed on batches of texts of similar length.
+
+    A batch is as slow as its longest text (the model pads to it), so the texts are sorted
+    by length (characters, both texts of a pair), cut into batches, and the records put
+    back in input order.
+    """
+    size = [len(t) + (len(str(texts_b[i])) if texts_b is not None else 0) for i, t in enumerate(texts)]
+    order = sorted(range(len(texts)), key=size.__getitem__)
+    records = [None] * len(texts)
+    batches = predictor.predict([texts[i] for i in order],
+                                None if texts_b is None else [texts_b[i] for i in order], batch_size=batch_size)
+    for n, (i, record) in enumerate(zip(order, batches), 1):
+        records[i] = record
+        if progress is not None and (n % batch_size == 0 or n == len(texts)):
+            progress.update(n)
+    return records
+
+
 def run(args) -> int:
     from bert_keras.errors import BertKerasError
     from bert_keras.export.predict import load_predictor
@@ -140,10 +159,8 @@ def run(args) -> int:
         progress = keras.utils.Progbar(len(texts), unit_name="text")
 
     def emit(out):
-        for n, record in enumerate(predictor.predict(texts, texts_b, batch_size=args.batch_size), 1):
+        for record in _by_length(predictor, texts, texts_b, args.batch_size, progress):
             out.write(json.dumps(record, ensure_ascii=False) + "\n")
-            if progress is not None and (n % args.batch_size == 0 or n == len(texts)):
-                progress.update(n)
 
     if args.output:
         # into a temporary sibling, renamed when complete: a failure keeps the previous file

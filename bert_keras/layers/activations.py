@@ -12,11 +12,15 @@ def gelu(x):
     element-wise ops (forward and autodiff backward, one pass over [B, L, 4H] each)
     made GELU 15% of a bf16 BERT training step.  On TensorFlow, the forward and a
     hand-written backward are one XLA loop each; elsewhere a hand-written gradient
-    reuses the forward's Phi(x) (1.7x).
+    reuses the forward's Phi(x) (1.7x).  Inference on packed tokens
+    (`bert_keras.layers.unpadded`), whose shapes change with every batch, takes the
+    latter too: an XLA kernel would be compiled again for every new shape.
     """
     if keras.backend.standardize_dtype(x.dtype) == "float32":
         return ops.gelu(x, approximate=False)
-    if keras.backend.backend() == "tensorflow":
+    from bert_keras.layers import unpadded
+
+    if keras.backend.backend() == "tensorflow" and not unpadded.ACTIVE:
         return _fused_gelu_tf()(x)
     return _gelu_in_float32(x)
 

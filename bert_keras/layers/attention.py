@@ -86,12 +86,24 @@ class BertSelfAttention(keras.layers.Layer):
         self.output_dense.build(tuple(input_shape[:-1]) + (self.hidden_size,))
         self.built = True
 
-    def call(self, x, attention_bias, training=None):
-        batch, length = ops.shape(x)[0], ops.shape(x)[1]
+    def call(self, x, attention_bias, training=None, packing=None):
+        """x: [B, L, H]; or, with ``packing`` (`bert_keras.layers.unpadded.Packing`), the real
+        tokens only, [T, H], and the result is [T, H] too."""
+        qkv = self.qkv(x)
+        if packing is not None:
+            qkv = packing.scatter(qkv)
+        context = self._attend(qkv, attention_bias, training)
+        if packing is not None:
+            context = packing.gather(context)
+        return self.output_dense(context)
+
+    def _attend(self, qkv, attention_bias, training):
+        """[B, L, 3H] fused projections -> [B, L, H] context (before the output dense)."""
+        batch, length = ops.shape(qkv)[0], ops.shape(qkv)[1]
         # Split, not index: the gradient of a split is one concat, while each indexed
         # slice's gradient is a zero-filled [B, L, 3, N, D] copy (12% of a training step).
         q, k, v = (ops.reshape(part, (batch, length, self.num_heads, self.head_size))
-                   for part in ops.split(self.qkv(x), 3, axis=-1))
+                   for part in ops.split(qkv, 3, axis=-1))
         q = q * ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
         scores = ops.einsum("bqhd,bkhd->bhqk", q, k)
         # The bias may arrive autocast to the compute dtype; -10000 survives bf16/fp16.
@@ -103,8 +115,7 @@ class BertSelfAttention(keras.layers.Layer):
         probs = ops.cast(probs, self.compute_dtype)
         probs = self.dropout(probs, training=training)
         context = ops.einsum("bhqk,bkhd->bqhd", probs, v)
-        context = ops.reshape(context, (batch, length, self.hidden_size))
-        return self.output_dense(context)
+        return ops.reshape(context, (batch, length, self.hidden_size))
 
     def compute_output_shape(self, x_shape, attention_bias_shape=None):
         return x_shape

@@ -54,7 +54,13 @@ class BertEmbeddings(keras.layers.Layer):
         self.layer_norm.build((None, None, self.hidden_size))
         self.built = True
 
-    def call(self, token_ids, segment_ids, training=None):
+    def call(self, token_ids, segment_ids, training=None, packing=None):
+        """With ``packing`` (inference, `bert_keras.layers.unpadded`): the real tokens only, [T, H]."""
+        if packing is not None:
+            positions = ops.take(self.position_embeddings, packing.positions, axis=0)
+            x = (self.token_embedding(packing.gather(token_ids)) + self.segment_embedding(packing.gather(segment_ids))
+                 + ops.cast(positions, self.compute_dtype))
+            return self.dropout(self.layer_norm(x), training=training)
         seq_len = ops.shape(token_ids)[1]
         if fused.use_fused_training(self, training):  # sum, LayerNorm and dropout: one XLA kernel
             return fused.embeddings_layer_norm_dropout(

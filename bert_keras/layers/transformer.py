@@ -55,11 +55,13 @@ class TransformerBlock(keras.layers.Layer):
         self.output_layer_norm.build(input_shape)
         self.built = True
 
-    def call(self, x, attention_bias, training=None):
+    def call(self, x, attention_bias, training=None, packing=None):
+        """With ``packing`` (inference, `bert_keras.layers.unpadded`), x and the result are the
+        real tokens only, [T, H]: everything but the attention is position-wise."""
         # Training in bf16/fp16 on TensorFlow: the same math with each element-wise stage XLA-fused.
-        if fused.use_fused_training(self, training) and self.attention.masking == "additive":
+        if packing is None and fused.use_fused_training(self, training) and self.attention.masking == "additive":
             return self._fused_call(x, attention_bias)
-        attended = self.attention(x, attention_bias, training=training)
+        attended = self.attention(x, attention_bias, training=training, packing=packing)
         x = self.attention_layer_norm(x + self.attention_dropout_layer(attended, training=training))
         hidden = self.output_dense(self.intermediate(x))
         return self.output_layer_norm(x + self.output_dropout(hidden, training=training))

@@ -3,7 +3,7 @@
 import keras
 
 from bert_keras.config import BertConfig
-from bert_keras.layers import BertEmbeddings, BertPooler, TransformerBlock, attention_bias_from_padding_mask
+from bert_keras.layers import BertEmbeddings, BertPooler, TransformerBlock, attention_bias_from_padding_mask, unpadded
 
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
 
@@ -63,6 +63,19 @@ class BertEncoder(keras.Model):
         outputs = {"sequence_output": x, "pooled_output": self.pooler(x)}
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
         self.config = config
+
+    def call(self, inputs, training=None, mask=None):
+        if not unpadded.use_unpadded(self, training):
+            return super().call(inputs, training=training, mask=mask)
+        # Inference on the real tokens only (same numbers at the real positions, 0 at the padding).
+        with unpadded.active():
+            packing = unpadded.Packing(inputs["padding_mask"])
+            x = self.embeddings(inputs["token_ids"], inputs["segment_ids"], training=training, packing=packing)
+            bias = packing.attention_bias(attention_bias_from_padding_mask(inputs["padding_mask"]))
+            for block in self.transformer_layers:
+                x = block(x, bias, training=training, packing=packing)
+            sequence = packing.scatter(x, full=True)
+        return {"sequence_output": sequence, "pooled_output": self.pooler(sequence)}
 
     @property
     def token_embedding(self):

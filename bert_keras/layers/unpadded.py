@@ -1,0 +1,110 @@
+"""Inference on the real tokens only: the encoder's position-wise layers skip the padding.
+
+A batch of real sentences padded to its longest member is mostly padding (the Rotten
+Tomatoes dev snippets in batches of 32: 52% of the positions are real; padded to a fixed
+128, as the text signatures do, 21%).  Every layer of a BERT block except the attention
+scores works position by position: the Q/K/V, output and feed-forward matmuls, the
+residual adds, LayerNorm and GELU give a real token the same numbers whatever the padding
+around it.  So at inference the encoder packs the real tokens into one [T, H] matrix
+(T = number of real tokens), runs those layers on it, and scatters into [B, length, *]
+(length = the batch's longest sentence) only for the attention scores and context,
+gathering the real rows back right after.  Real positions get the same numbers as the
+padded path (up to matmul summation order: 1e-6 on MiniLM); padding positions of
+``sequence_output`` are 0 instead of the values the padded path computes for them (which
+nothing should read).
+
+Used when `use_unpadded` says so: inference (``training`` false), the TensorFlow
+backend, additive attention masking (the full-integer TFLite export traces "select"
+masking), and `ENABLED` (tests may switch it off with `disabled()`; the packing's
+data-dependent shapes cannot be XLA-compiled, so a ``jit_compile=True`` inference function
+must call the model inside `disabled()`).
+"""
+
+import contextlib
+
+import keras
+
+# Read when a call is traced.
+ENABLED = True
+# True while a packed call is being traced or run: its shapes change with every batch, so
+# the 16-bit GELU takes plain TensorFlow ops instead of an XLA kernel compiled per shape.
+ACTIVE = False
+
+
+@contextlib.contextmanager
+def active():
+    global ACTIVE
+    previous, ACTIVE = ACTIVE, True
+    try:
+        yield
+    finally:
+        ACTIVE = previous
+
+
+@contextlib.contextmanager
+def disabled():
+    """Within this block, calls being traced take the padded path."""
+    global ENABLED
+    previous, ENABLED = ENABLED, False
+    try:
+        yield
+    finally:
+        ENABLED = previous
+
+
+def use_unpadded(encoder, training):
+    """True where ``encoder`` (a `BertEncoder`) should run its inference on the real tokens only."""
+    from bert_keras.layers.attention import BertSelfAttention
+
+    if not ENABLED or training or keras.backend.backend() != "tensorflow":
+        return False
+    return all(block.attention.masking == "additive" for block in encoder.transformer_layers
+               if isinstance(block.attention, BertSelfAttention))
+
+
+class Packing:
+    """Where the real tokens of a [B, L] padding mask are, and the moves between the layouts.
+
+    indices: int32 [T, 2] (row, position) of every real token, in row-major order.
+    length: int32 scalar, one past the last real position of the batch: the attention runs
+    on [B, length] (a batch padded to a fixed length, as the text signatures and the TFLite
+    files pad, pays the scores only for its longest sentence).
+    """
+
+    def __init__(self, padding_mask):
+        import tensorflow as tf
+
+        mask = tf.convert_to_tensor(padding_mask)
+        # int32 throughout: LiteRT's slicing kernels take int32 (a strided slice of an int64
+        # shape does not convert).
+        self.indices = tf.cast(tf.where(tf.not_equal(mask, 0)), tf.int32)
+        self.shape = tf.shape(mask)
+        positions = tf.gather(self.indices, 1, axis=1)
+        # The 0 keeps an all-padding batch (T = 0) well defined.
+        self.length = tf.reduce_max(tf.concat([positions, tf.zeros([1], tf.int32)], 0)) + 1
+        self._positions = positions
+
+    def attention_bias(self, bias):
+        """[B, 1, 1, L] additive bias -> [B, 1, 1, length]: the keys the attention sees."""
+        import tensorflow as tf
+
+        # tf.slice, not [..., :length]: LiteRT has no strided slice with a computed end.
+        return tf.slice(bias, tf.zeros([4], tf.int32), tf.stack([-1, -1, -1, self.length]))
+
+    @property
+    def positions(self):
+        """int32 [T]: each real token's position in its sentence."""
+        return self._positions
+
+    def gather(self, x):
+        """[B, length or L, ...] -> [T, ...]: the real rows."""
+        import tensorflow as tf
+
+        return tf.gather_nd(x, self.indices)
+
+    def scatter(self, x, full=False):
+        """[T, C] -> [B, length, C] ([B, L, C] when ``full``), zeros at the padding."""
+        import tensorflow as tf
+
+        rows = self.shape if full else tf.stack([tf.gather(self.shape, 0), self.length])
+        return tf.scatter_nd(self.indices, x, tf.concat([rows, tf.shape(x)[1:]], axis=0))
