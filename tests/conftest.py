@@ -47,6 +47,7 @@ NEEDS_TF_MODELS = {
                                      "test_words_longer_than_char_limit_become_unk",
                                      "test_special_ids_are_read_from_the_vocab",
                                      "test_duplicate_and_blank_vocab_lines_follow_google",
+                                     "test_learned_vocab_reserves_specials_and_tokenizes_like_google",
                                      "test_tokenize_words_flattens_to_tokenize_and_groups_like_google_wwm",
                                      "test_tokenize_words_whitespace_grouping_keeps_punctuation_with_its_word",
                                      "test_call_packs_text_pairs_with_cls_and_sep",

@@ -12,6 +12,7 @@ import pytest
 
 import bert_keras as bk
 from bert_keras import finetuning, tasks
+from tests.conftest import reference
 
 DATA = os.path.join(os.path.dirname(__file__), "data", "tasks")
 

@@ -8,7 +8,7 @@ import keras
 from bert_keras.errors import BertKerasError
 from bert_keras.training.optimization import WarmupPolynomialDecay, create_optimizer
 from bert_keras.training.pretrain import PretrainConfig, learning_rate_schedule
-from tests.conftest import reference
+from tests.conftest import reference as reference_module
 
 
 def _values(schedule, steps):
@@ -16,7 +16,7 @@ def _values(schedule, steps):
 
 
 def test_warmup_linear_decay_equals_transformers_linear_schedule_with_warmup():
-    torch = reference("torch")
+    torch = reference_module("torch")
     from transformers import get_linear_schedule_with_warmup
 
     peak, total, warmup = 1e-4, 100, 10
@@ -54,7 +54,7 @@ def test_two_phase_schedules_single_continues_and_per_phase_warms_up_again():
 
 
 def test_adamw_matches_pytorch_adamw_with_decay_groups_clipping_and_schedule():
-    torch = reference("torch")
+    torch = reference_module("torch")
     from transformers import get_linear_schedule_with_warmup
 
     rng = np.random.default_rng(0)
