@@ -25,6 +25,7 @@ REFERENCES = {
     "papermill": "papermill",
     "nbformat": "nbformat (with papermill)",
     "ipykernel": "ipykernel",
+    "tf_keras": "tf-keras (TF Hub-style export inside a tf_keras model)",
 }
 
 # Google's reference code: FullTokenizer/BasicTokenizer, create_pretraining_data, the SQuAD
@@ -37,7 +38,15 @@ TF_MODELS_REASON = "needs Google's reference code from tf-models-official, which
 NEEDS_TF_MODELS = {
     # test module: ([fixtures whose users need it], [tests that use it directly])
     "test_checkpoints.py": ([], ["test_tf_models_official_converter_reads_our_google_checkpoint"]),
-    "test_export.py": ([], ["test_in_tflite_tokenizer_agreement_with_google_on_the_corpus"]),
+    "test_export_stock.py": ([], ["test_core_wordpiece_equals_google_on_the_corpus",
+                                  "test_core_wordpiece_unk_and_duplicate_rules_follow_google",
+                                  "test_saved_model_cli_runs_the_text_signature",
+                                  "test_text_signature_ids_equal_google_on_corpus_and_rotten_tomatoes"]),
+    "test_tflite_text.py": ([], ["test_corpus_ids_equal_google_on_every_line",
+                                 "test_rotten_tomatoes_dev_ids_equal_google_on_every_snippet",
+                                 "test_text_beyond_the_budget_is_cut_at_n_codepoints",
+                                 "test_pairs_are_packed_and_truncated_like_google",
+                                 "test_bad_codepoints_give_valid_ids_never_a_crash"]),
     "test_metrics.py": ([], ["test_squad_v1_equals_official_on_generated_predictions",
                              "test_squad_v2_equals_official_on_generated_predictions",
                              "test_squad_v1_on_the_real_fixture"]),

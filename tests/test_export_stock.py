@@ -26,7 +26,9 @@ import numpy as np
 import pytest
 
 tf = pytest.importorskip("tensorflow")
-tokenization = pytest.importorskip("official.nlp.tools.tokenization")
+from tests.conftest import tf_models  # noqa: E402
+
+tokenization = tf_models("official.nlp.tools.tokenization")  # the tests using it: NEEDS_TF_MODELS
 
 import bert_keras as bk  # noqa: E402
 from bert_keras import samples  # noqa: E402
