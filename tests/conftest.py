@@ -133,7 +133,8 @@ def pytest_collection_modifyitems(config, items):
             found.add((module, name))
         if name in names or set(fixtures) & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.needs_tf_models)
-    if CI:  # the list must stay true: a renamed test would otherwise lose its marker unnoticed
+    whole_modules = not config.option.keyword and not any("::" in a for a in config.args)
+    if CI and whole_modules:  # the list must stay true: a renamed test would lose its marker unnoticed
         collected = {os.path.basename(str(i.path)) for i in items}
         stale = [f"{m}::{n}" for m, (_, names) in NEEDS_TF_MODELS.items() if m in collected
                  for n in names if (m, n) not in found]
