@@ -226,7 +226,7 @@ def load_runners(group, names, work, info):
     elif group == "ort":
         import onnxruntime as ort
 
-        def session(path):
+        def ort_runner(path):
             opts = ort.SessionOptions()
             opts.intra_op_num_threads, opts.inter_op_num_threads = THREADS, 1
             sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
@@ -238,7 +238,7 @@ def load_runners(group, names, work, info):
             return run
 
         fp32, int8 = onnx_files(work)
-        out = {"ort-fp32": session(fp32), "ort-int8": session(int8)}
+        out = {"ort-fp32": ort_runner(fp32), "ort-int8": ort_runner(int8)}
     elif group == "keras-hub":
         import keras_hub
 

@@ -7,12 +7,12 @@ phase 1's weights and optimiser state.
 
     from bert_keras.training.pretrain import PretrainConfig, pretrain
     cfg = PretrainConfig.from_file("training/pretrain_mini_wiki.yaml",
-                                   overrides={"model_dir": "/tmp/run", "phase1_steps": 100})
-    result = pretrain(cfg)               # resumes if /tmp/run holds checkpoints
+                                   overrides={"model_dir": "runs/mini_wiki", "phase1_steps": 100})
+    result = pretrain(cfg)               # resumes if runs/mini_wiki holds checkpoints
     result["final_model"]                # folder for bk.load_checkpoint / finetune
 
     # continued pre-training of a released checkpoint (sizes, vocabulary, casing from it)
-    pretrain(PretrainConfig(init="sample:minilm", train_files="corpus.txt", model_dir="/tmp/dapt"))
+    pretrain(PretrainConfig(init="sample:minilm", train_files="corpus.txt", model_dir="runs/dapt"))
 
 The runner reads as its steps (`pretrain` below): resolve the model (options vs
 the recorded run and the init checkpoint), record the options, build the state
