@@ -91,6 +91,6 @@ def test_final_folder_is_replaced_only_when_it_holds_nothing_else(corpus, tmp_pa
     run = tmp_path / "run"
     os.makedirs(run / "final")
     (run / "final" / "notes.txt").write_text("mine")
-    with pytest.raises(BertKerasError, match=r"final: holds 'notes.txt', which pre-training did not write"):
+    with pytest.raises(BertKerasError, match=r"final: folder exists, is not empty and is not a bert-keras checkpoint; refusing to replace it"):
         _pretrain(run_config(corpus, run, phase1_steps=2))
     assert (run / "final" / "notes.txt").read_text() == "mine"
