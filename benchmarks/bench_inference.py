@@ -252,6 +252,9 @@ def load_runners(group, names, work, info):
         out = {"keras-hub-fp32": run}
     elif group in ("ours", "ours-bf16"):
         from bert_keras.checkpoints import load_checkpoint
+        from bert_keras.layers import unpadded
+
+        unpadded.ENABLED = True  # the opt-in real-tokens-only inference path
 
         model = load_checkpoint(info["model_dir"], task="classification",
                                 dtype="mixed_bfloat16" if group == "ours-bf16" else None)

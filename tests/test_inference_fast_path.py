@@ -37,6 +37,13 @@ def real_batch(minilm_dir):
     return {k: np.asarray(v, "int32") for k, v in feats.items()}
 
 
+@pytest.fixture(autouse=True)
+def _fast_path_on():
+    """The fast path is opt-in; every test here runs with it switched on."""
+    with unpadded.enabled():
+        yield
+
+
 def _hf_outputs(minilm_dir, x):
     import torch
     import transformers

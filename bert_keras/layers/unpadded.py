@@ -13,11 +13,12 @@ padded path (up to matmul summation order: 1e-6 on MiniLM); padding positions of
 ``sequence_output`` are 0 instead of the values the padded path computes for them (which
 nothing should read).
 
-Used when `use_unpadded` says so: inference (``training`` false), the TensorFlow
-backend, additive attention masking (the full-integer TFLite export traces "select"
-masking), and `ENABLED` (tests may switch it off with `disabled()`; the packing's
-data-dependent shapes cannot be XLA-compiled, so a ``jit_compile=True`` inference function
-must call the model inside `disabled()`).
+Opt-in: used when `use_unpadded` says so: `ENABLED` (off by default, so every model,
+export and parity check computes the padding positions exactly as the references do; switch
+it on with `enabled()` around the calls being traced, or set ``unpadded.ENABLED = True``),
+inference (``training`` false), the TensorFlow backend and additive attention masking (the
+full-integer TFLite export traces "select" masking).  The packing's data-dependent shapes
+cannot be XLA-compiled, so a ``jit_compile=True`` inference function must not enable it.
 """
 
 import contextlib
@@ -25,7 +26,7 @@ import contextlib
 import keras
 
 # Read when a call is traced.
-ENABLED = True
+ENABLED = False
 # True while a packed call is being traced or run: its shapes change with every batch, so
 # the 16-bit GELU takes plain TensorFlow ops instead of an XLA kernel compiled per shape.
 ACTIVE = False
@@ -39,6 +40,17 @@ def active():
         yield
     finally:
         ACTIVE = previous
+
+
+@contextlib.contextmanager
+def enabled():
+    """Within this block, inference calls being traced run on the real tokens only."""
+    global ENABLED
+    previous, ENABLED = ENABLED, True
+    try:
+        yield
+    finally:
+        ENABLED = previous
 
 
 @contextlib.contextmanager
