@@ -12,6 +12,9 @@ import pytest
 
 import torch  # noqa: F401 - the reference; missing, the module fails rather than skips
 
+# 100-step trajectories against transformers (minutes): run once, in the full leg of CI
+pytestmark = pytest.mark.slow
+
 STEPS, BATCH, PEAK_LR = 100, 4, 5e-4
 
 
