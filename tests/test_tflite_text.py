@@ -264,3 +264,20 @@ def test_float32_text_file_matches_keras_on_real_minilm_weights(minilm2_dir, wor
     printed = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
     probs = np.exp(want[:3]) / np.exp(want[:3]).sum(-1, keepdims=True)
     np.testing.assert_allclose([r["probabilities"] for r in printed[:3]], probs, atol=1e-4)
+
+
+def test_a_small_vocabulary_gives_a_trie_without_negative_slots(tmp_path):
+    """A vocabulary whose tokens start with few letters once placed a root's children at a
+    negative base, and LiteRT's GATHER refused the index; the ids must equal the tokenizer's."""
+    from bert_keras.export.tflite_text import CodepointTokenizer
+
+    tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "film", "is", "a", "gorgeous", "mess",
+              "witty", "and", "flat", "jokes", "fall", ",", ".", "##s", "##ly"]
+    path = tmp_path / "vocab.txt"
+    path.write_text("\n".join(tokens) + "\n", encoding="utf-8")
+    tok = CodepointTokenizer(str(path), lower_case=True, seq_len=16, max_codepoints=64)
+    assert tok.trie.base.min() >= 0
+    texts = ["a gorgeous film", "the jokes fall flat", "Witty, and FILMS mess."]
+    ids, count = tok.ids(tf.constant(codepoints(texts, 64)))
+    got = [list(map(int, ids.numpy()[i][:count.numpy()[i]])) for i in range(len(texts))]
+    assert got == BertTokenizer.from_vocab(str(path), lower_case=True).tokenize(tf.constant(texts)).to_list()

@@ -77,7 +77,9 @@ def _double_array(children, token_of, alphabet_size):
         chars = np.array([a for a, _ in kids])
         while used[free]:
             free += 1
-        pos = free
+        pos = max(free, int(chars[0]))  # base >= 0: base[s] + a is never a negative slot
+        while used[pos]:
+            pos += 1
         while True:  # first free slot for the smallest child where all children fit
             b = pos - chars[0]
             if not used[b + chars].any():
