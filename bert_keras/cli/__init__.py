@@ -100,12 +100,9 @@ NATIVE_LOG_LINE = re.compile(
 def _quiet_python_logs():
     """TensorFlow's and absl's Python loggers and warnings: errors only."""
     logging.getLogger("tensorflow").setLevel(logging.ERROR)
-    try:  # absl makes its logger class itself: set its verbosity through absl (no TensorFlow import)
-        from absl import logging as absl_logging
-    except ImportError:
-        pass
-    else:
-        absl_logging.set_verbosity(absl_logging.ERROR)
+    # absl makes its logger class itself: set its verbosity through absl (no TensorFlow import)
+    from absl import logging as absl_logging
+    absl_logging.set_verbosity(absl_logging.ERROR)
     for module in ("tensorflow", "absl", "ai_edge_litert", "tensorflow_text"):
         warnings.filterwarnings("ignore", module=module)
 
