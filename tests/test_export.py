@@ -20,6 +20,8 @@ import bert_keras as bk
 from bert_keras.checkpoints import load_checkpoint, save_checkpoint
 from bert_keras.errors import BertKerasError
 from bert_keras.export import TFLiteModel, export_saved_model, export_tflite, load_predictor
+from bert_keras.export.saved_model import REAL_TOKENS_ONLY
+from bert_keras.layers import unpadded
 from bert_keras.text.tokenizer import BertTokenizer
 
 SEQ_LEN = 24
@@ -267,6 +269,12 @@ PASSAGES = ["The book, a long and winding novel about manners, marriage and mone
 ENDINGS = [["x y", "no", "maybe so"], ["it is wet", "dry", "sunny"], ["on a mat", "in a hat", "away"]]
 
 
+def _runs_real_tokens_only(concrete):
+    graph = concrete.graph.as_graph_def()
+    names = [n.name for n in graph.node] + [n.name for f in graph.library.function for n in f.node_def]
+    return any(unpadded.SCOPE in name for name in names)
+
+
 # The plain classifier's signatures are checked above; the families below differ in inputs (pairs,
 # choices) and outputs.  Those whose TFLite packing differs also go through LiteRT.  Each family
 # costs an export and a load (~20 s on a loaded 2-core machine): three are marked slow.
@@ -283,6 +291,9 @@ def test_every_task_family_exports(name, vocab_path, workdir):
     model = load_checkpoint(folder, task=task)
     sm_dir = export_saved_model(folder, str(workdir / f"sm_{name}"), ids_only_copy=False)
     serve = tf.saved_model.load(sm_dir).signatures["serving_default"]
+    # one output per sequence: the encoder runs on the real tokens only; per-token outputs keep
+    # the padded path's values at the padding positions
+    assert _runs_real_tokens_only(serve) == (task in REAL_TOKENS_ONLY), task
     lite = None
     if name in ("span", "multiple_choice"):
         lite = TFLiteModel(export_tflite(folder, str(workdir / f"tfl_{name}"), num_choices=3, ids_model=False)["text"])

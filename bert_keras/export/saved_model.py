@@ -32,16 +32,24 @@ casing, sequence length and input/output names in
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import tensorflow as tf
 
 from bert_keras.export import heads
 from bert_keras.export.spec import SPEC_FILE, check_out_dir, may_replace_export, resolve, write_spec
+from bert_keras.layers import unpadded
 from bert_keras.utils import atomic_folder
 
 # The ids-only copy earlier exports wrote inside the folder (kept so their size excludes it).
 IDS_ONLY = "ids_only"
+# Tasks whose outputs are one per sequence: their exports run the encoder on the real tokens
+# only (`bert_keras.layers.unpadded`), which no output can tell apart from the padded path
+# and which does not pay for the text signature's padding to max_seq_len.  Token-level
+# outputs (token classification, span logits) keep the reference's values at the padding
+# positions too.
+REAL_TOKENS_ONLY = ("classification", "multiple_choice")
 
 
 def _ids_spec(spec):
@@ -155,10 +163,12 @@ def export_saved_model(model_dir_or_model, out_dir, max_seq_len=None, pair=None,
     # export of ours is ever replaced (checked before and again at the swap).
     with atomic_folder(out_dir, may_replace=may_replace_export("saved_model")) as main:
         vocab_asset = tf.saved_model.Asset(spec.vocab_path)
-        _write_archive(main, model, [
-            ("serving_default", serve_text, text_input_signature(spec)),
-            ("serve_ids", serve_ids, _ids_spec(spec)),
-        ], assets=[("vocab_file", vocab_asset)])
+        # the signatures are traced inside _write_archive
+        with unpadded.enabled() if spec.task in REAL_TOKENS_ONLY else contextlib.nullcontext():
+            _write_archive(main, model, [
+                ("serving_default", serve_text, text_input_signature(spec)),
+                ("serve_ids", serve_ids, _ids_spec(spec)),
+            ], assets=[("vocab_file", vocab_asset)])
         write_spec(spec, os.path.join(main, "assets.extra"), max_seq_len_ids="any")
     return out_dir
 

@@ -13,9 +13,10 @@ padded path (up to matmul summation order: 1e-6 on MiniLM); padding positions of
 ``sequence_output`` are 0 instead of the values the padded path computes for them (which
 nothing should read).
 
-Opt-in: used when `use_unpadded` says so: `ENABLED` (off by default, so every model,
-export and parity check computes the padding positions exactly as the references do; switch
-it on with `enabled()` around the calls being traced, or set ``unpadded.ENABLED = True``),
+Opt-in: used when `use_unpadded` says so: `ENABLED` (off by default, so models and parity
+checks compute the padding positions exactly as the references do; switch it on with
+`enabled()` around the calls being traced, or set ``unpadded.ENABLED = True``; the SavedModel
+exports of per-sequence tasks switch it on, `bert_keras.export.saved_model.REAL_TOKENS_ONLY`),
 inference (``training`` false), the TensorFlow backend and additive attention masking (the
 full-integer TFLite export traces "select" masking).  The packing's data-dependent shapes
 cannot be XLA-compiled, so a ``jit_compile=True`` inference function must not enable it.
@@ -27,6 +28,8 @@ import keras
 
 # Read when a call is traced.
 ENABLED = False
+# The name scope of the packing ops: a traced graph took this path if a node name holds it.
+SCOPE = "real_tokens_only"
 # True while a packed call is being traced or run: its shapes change with every batch, so
 # the 16-bit GELU takes plain TensorFlow ops instead of an XLA kernel compiled per shape.
 ACTIVE = False
@@ -88,8 +91,9 @@ class Packing:
 
         mask = tf.convert_to_tensor(padding_mask)
         # int32 throughout: LiteRT's slicing kernels take int32 (a strided slice of an int64
-        # shape does not convert).
-        self.indices = tf.cast(tf.where(tf.not_equal(mask, 0)), tf.int32)
+        # shape does not convert).  The scope names the path in a traced graph.
+        with tf.name_scope(SCOPE):
+            self.indices = tf.cast(tf.where(tf.not_equal(mask, 0)), tf.int32)
         self.shape = tf.shape(mask)
         positions = tf.gather(self.indices, 1, axis=1)
         # The 0 keeps an all-padding batch (T = 0) well defined.
