@@ -22,6 +22,8 @@ import contextlib
 
 import keras
 
+from bert_keras import _private_api
+
 _CACHE = {}
 
 # Tests set this to False to compare with the layer-by-layer path (read when a call is traced).
@@ -179,12 +181,7 @@ def masked_softmax_dropout(scores, attention_bias, bits, threshold, scale):
 def _onednn():
     """Whether TensorFlow runs its oneDNN kernels (x86 builds, unless TF_ENABLE_ONEDNN_OPTS=0)."""
     if "onednn" not in _CACHE:
-        try:
-            from tensorflow.python.util import _pywrap_util_port
-
-            _CACHE["onednn"] = bool(_pywrap_util_port.IsMklEnabled())
-        except (ImportError, AttributeError):
-            _CACHE["onednn"] = False
+        _CACHE["onednn"] = _private_api.onednn_enabled()
     return _CACHE["onednn"]
 
 

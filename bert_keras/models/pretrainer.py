@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from bert_keras import _private_api
 from bert_keras.layers import MaskedLMHead
 from bert_keras.models.encoder import INPUT_NAMES, BertEncoder, encoder_inputs
 
@@ -61,7 +62,7 @@ class BertPretrainer(keras.Model):
         self.nsp_loss = keras.metrics.Mean(name="nsp_loss")
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        if getattr(self, "_compile_loss", None) is not None or y is None:
+        if _private_api.has_compiled_loss(self) or y is None:
             return super().compute_loss(x, y, y_pred, sample_weight, training)
         weights = ops.cast(y["masked_weights"], "float32")
         mlm_ce = keras.losses.sparse_categorical_crossentropy(
