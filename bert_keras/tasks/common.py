@@ -21,6 +21,7 @@ import pathlib
 import numpy as np
 
 from bert_keras.errors import DataError
+from bert_keras.text import vocab as vocab_file
 
 # Label id of positions that do not count in the loss or the metrics
 # (sub-tokens after a word's first, special tokens, padding); the value
@@ -226,8 +227,7 @@ def vocab_list(tokenizer=None, vocab=None):
         path = pathlib.Path(source)
         if not path.is_file():
             raise DataError(f"{path}: vocabulary file not found")
-        with open(path, encoding="utf-8") as f:
-            return [line.rstrip("\n").strip() for line in f]
+        return vocab_file.load_vocab(path)
     if isinstance(source, dict):
         tokens = [None] * len(source)
         for token, index in source.items():
@@ -253,7 +253,7 @@ def special_ids(tokenizer):
     if all(v is not None for v in values):
         return SpecialIds(*(int(v) for v in values))
     tokens = vocab_list(tokenizer)
-    index = {t: i for i, t in enumerate(tokens)}
+    index = vocab_file.token_ids(tokens)
     found = []
     for attr, token in zip(values, ("[CLS]", "[SEP]", "[PAD]", "[UNK]")):
         if attr is not None:

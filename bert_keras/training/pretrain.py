@@ -96,7 +96,7 @@ from bert_keras.training.pretrain_config import (MIXED_PRECISION, SCHEDULES, Pha
                                                  _file_list, _read_text, _write_text, check_resume_options,
                                                  learning_rate_schedule, resolve_path, split_heldout)
 from bert_keras.training.pretrain_model import build_pretrainer
-from bert_keras.text.vocab import load_vocab
+from bert_keras.text.vocab import load_vocab, token_ids
 
 __all__ = ["PretrainConfig", "pretrain", "PretrainLoop", "evaluate_pretrainer", "pretraining_terms",
            "sparse_softmax_cross_entropy", "learning_rate_schedule", "PhasedSchedule", "NonFiniteLossError",
@@ -236,7 +236,7 @@ class _Run:
             self.say(note)
         vocab = load_vocab(self.spec.vocab_path)
         self.vocab_size = len(vocab)
-        self.mask_id = vocab.index("[MASK]") if "[MASK]" in vocab else None
+        self.mask_id = token_ids(vocab).get("[MASK]")
         self.train_files = _file_list(cfg.train_files)
         self.eval_files = _file_list(cfg.eval_files)
         if cfg.heldout_every and self.train_files:
