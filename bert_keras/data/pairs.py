@@ -47,6 +47,8 @@ import dataclasses
 
 import numpy as np
 
+from bert_keras.text.packing import kept_lengths
+
 
 @dataclasses.dataclass
 class PairPlan:
@@ -79,24 +81,13 @@ def truncation(a_length, b_length, max_tokens):
     """How many tokens Google's longest-first truncation removes from A and B.
 
     Google removes one token at a time from the longer segment (from B when
-    they are equal) until the pair fits.  In closed form: the longer one is cut
-    down to the other's length, then the remaining excess alternates starting
-    with B.
+    they are equal) until the pair fits; the rule is `text.packing.kept_lengths`.
 
     Returns:
       (removed from A, removed from B).
     """
-    excess = a_length + b_length - max_tokens
-    if excess <= 0:
-        return 0, 0
-    first = min(excess, abs(a_length - b_length))
-    rest = excess - first
-    cut_a, cut_b = rest // 2, rest - rest // 2
-    if a_length > b_length:
-        cut_a += first
-    else:
-        cut_b += first
-    return cut_a, cut_b
+    kept_a, kept_b = kept_lengths(a_length, b_length, max_tokens)
+    return a_length - kept_a, b_length - kept_b
 
 
 def plan_pairs(corpus, max_tokens, short_seq_prob, rng, document_order=None):

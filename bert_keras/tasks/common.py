@@ -22,6 +22,7 @@ import numpy as np
 
 from bert_keras.errors import DataError
 from bert_keras.text import vocab as vocab_file
+from bert_keras.text.packing import kept_lengths
 
 # Label id of positions that do not count in the loss or the metrics
 # (sub-tokens after a word's first, special tokens, padding); the value
@@ -272,14 +273,13 @@ def special_ids(tokenizer):
 
 
 def truncate_pair(a, b, max_total):
-    """Google's `_truncate_seq_pair`: pop from the end of the longer list (b on ties)."""
+    """Google's `_truncate_seq_pair`: pop from the end of the longer list (b on ties).
+
+    The rule itself is `text.packing.kept_lengths`.
+    """
     a, b = list(a), list(b)
-    while len(a) + len(b) > max_total:
-        if len(a) > len(b):
-            a.pop()
-        else:
-            b.pop()
-    return a, b
+    keep_a, keep_b = kept_lengths(len(a), len(b), max(int(max_total), 0))
+    return a[:keep_a], b[:keep_b]
 
 
 def pack(ids_a, ids_b, special, max_seq_len):
