@@ -31,16 +31,15 @@ from typing import Callable
 import numpy as np
 
 from bert_keras import metrics as bk_metrics
+from bert_keras.choices import MIXED_PRECISION
 from bert_keras.errors import BertKerasError
+from bert_keras.task_names import FINETUNE_TASKS
 from bert_keras.utils import write_json
 
-TASKS = ("classification", "regression", "ner", "squad", "squad2", "multiple-choice")
+TASKS = tuple(FINETUNE_TASKS)
 BUCKET_CHUNK = 50  # batches per sorting chunk
 
-# our task name -> load_checkpoint task
-MODEL_TASK = {"classification": "classification", "regression": "classification",
-              "ner": "token_classification", "squad": "span", "squad2": "span",
-              "multiple-choice": "multiple_choice"}
+MODEL_TASK = FINETUNE_TASKS  # fine-tuning task -> load_checkpoint task
 
 
 # --------------------------------------------------------------------------- batching
@@ -358,15 +357,15 @@ def finetune(task, train_examples, dev_examples, init, model_dir, epochs=3, batc
 
     if task not in TASKS:
         raise BertKerasError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
-    if mixed_precision not in (None, "none", "bf16", "fp16"):
-        raise BertKerasError(f"unknown mixed precision {mixed_precision!r}; choose none, bf16 or fp16")
+    if mixed_precision is not None and mixed_precision not in MIXED_PRECISION:
+        raise BertKerasError(f"unknown mixed precision {mixed_precision!r}; choose {', '.join(MIXED_PRECISION)}")
     train_examples = list(train_examples)
     dev_examples = list(dev_examples) if dev_examples else None
     if not train_examples:
         raise BertKerasError("no training examples")
     prepare_model_dir(model_dir, overwrite, init)
     keras.utils.set_random_seed(seed)
-    policy = {None: None, "none": None, "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}[mixed_precision]
+    policy = MIXED_PRECISION.get(mixed_precision)
 
     tokenizer = checkpoint_tokenizer(init, lower_case, announce=sys.stdout if verbose else None)
 

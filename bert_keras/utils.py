@@ -93,11 +93,28 @@ def atomic_write(path, write):
 
 
 def write_text(path, text: str) -> None:
-    """Write ``text`` (UTF-8) atomically."""
+    """Write ``text`` (UTF-8) atomically.
+
+    A URL path (``gs://...``, where a TPU run's model_dir lives) goes through
+    `tf.io.gfile`: a temporary sibling renamed over the target.
+    """
+    if "://" in os.fspath(path):
+        _write_text_gfile(os.fspath(path), text)
+        return
+
     def write(tmp):
         with open(tmp, "w", encoding="utf-8", newline="") as f:
             f.write(text)
     atomic_write(path, write)
+
+
+def _write_text_gfile(path, text):
+    import tensorflow as tf
+
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+        f.write(text)
+    tf.io.gfile.rename(tmp, path, overwrite=True)
 
 
 def write_json(path, obj):

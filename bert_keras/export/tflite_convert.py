@@ -19,10 +19,9 @@ import re
 import tensorflow as tf
 
 from bert_keras import _private_api
+from bert_keras.choices import CALIBRATED, QUANTIZE  # noqa: F401 - re-exported by export.tflite
 from bert_keras.errors import BertKerasError
 
-QUANTIZE = ("none", "float16", "dynamic", "int8", "int8_mixed")
-CALIBRATED = ("int8", "int8_mixed")
 # "int8_mixed" keeps these ops float (regular expressions over the converted
 # ops' output tensor names, which follow the Keras layer names): the residual
 # adds of every block, every LayerNorm (its statistics and its affine output,

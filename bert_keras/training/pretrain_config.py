@@ -15,11 +15,12 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from bert_keras.choices import MIXED_PRECISION
 from bert_keras.errors import BertKerasError
+from bert_keras.utils import write_text
 from bert_keras.training import distribute
 from bert_keras.training.optimization import ADAM_RULES, WarmupPolynomialDecay
 
-MIXED_PRECISION = {"none": None, "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 SCHEDULES = ("single", "per_phase")
 
 # Options that may change when a run resumes: they change how often it logs, saves and
@@ -287,7 +288,7 @@ def split_heldout(files, out_dir, every):
     if not train or not held:
         raise BertKerasError(f"heldout_every={every}: {len(docs)} document(s) in {files} give an empty split")
     for path, part in ((train_path, train), (held_path, held)):
-        _write_text(path, "\n\n".join("\n".join(d) for d in part) + "\n")
+        write_text(path, "\n\n".join("\n".join(d) for d in part) + "\n")
     return train_path, held_path
 
 
@@ -296,14 +297,6 @@ def split_heldout(files, out_dir, every):
 def _read_text(path):
     with tf.io.gfile.GFile(path, "r") as f:
         return f.read()
-
-
-def _write_text(path, text):
-    """Writes through a temporary file and a rename, so readers never see half a file."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-        f.write(text)
-    tf.io.gfile.rename(tmp, path, overwrite=True)
 
 
 def changed_options(recorded: dict, cfg: PretrainConfig) -> list[str]:
