@@ -1,4 +1,5 @@
-"""Small file helpers shared across the package: JSON in with one-line errors, atomic writes.
+"""Small helpers shared across the package: JSON in with one-line errors, atomic writes,
+`temporarily` (a module switch set for the length of a block).
 
 Every artefact the project writes goes through `atomic_write` (one file) or
 `atomic_folder` (a folder of files): it is written to a temporary sibling,
@@ -19,6 +20,17 @@ import shutil
 import tempfile
 
 from bert_keras.errors import BertKerasError
+
+
+@contextlib.contextmanager
+def temporarily(obj, name, value):
+    """Within the block, ``obj.name`` is ``value`` (the previous value is restored on exit)."""
+    previous = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, previous)
 
 
 def read_json(path, error=BertKerasError):

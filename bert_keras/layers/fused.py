@@ -18,11 +18,13 @@ the compute dtype, LayerNorm statistics, GELU and softmax in float32.  Dropout m
 come from `bert_keras.layers.dropout.random_bits_tf` (drawn outside, applied inside).
 """
 
-import contextlib
+import math
+import sys
 
 import keras
 
 from bert_keras import _private_api
+from bert_keras.utils import temporarily
 
 _CACHE = {}
 
@@ -30,22 +32,76 @@ _CACHE = {}
 ENABLED = True
 
 
-@contextlib.contextmanager
 def disabled():
     """Within this block, calls being traced take the layer-by-layer path (for a step that
-    XLA compiles whole: nested XLA functions there made each step recompile, 40x slower)."""
-    global ENABLED
-    previous, ENABLED = ENABLED, False
-    try:
-        yield
-    finally:
-        ENABLED = previous
+    XLA compiles whole: nested XLA functions there made each step recompile)."""
+    return temporarily(sys.modules[__name__], "ENABLED", False)
 
 
 def use_fused_training(layer, training):
-    """True where `layer` should take the fused path: training, TensorFlow, 16-bit compute."""
+    """The one predicate of the fast path: True where `layer` should call its function
+    here instead of its layer-by-layer math: training, TensorFlow, 16-bit compute, and
+    for a Transformer block additive attention masking (the fused softmax adds the bias)."""
+    attention = getattr(layer, "attention", None)
     return (ENABLED and bool(training) and keras.backend.backend() == "tensorflow"
-            and layer.compute_dtype in ("bfloat16", "float16"))
+            and layer.compute_dtype in ("bfloat16", "float16")
+            and (attention is None or attention.masking == "additive"))
+
+
+# ---------------------------------------------------------------------------
+# The fused forward passes of the layers (each layer's `call` dispatches here)
+
+
+def embeddings_forward(layer, token_ids, segment_ids):
+    """`BertEmbeddings`: sum, LayerNorm and dropout as one XLA kernel.  [B, L] ids -> [B, L, H]."""
+    from keras import ops
+
+    seq_len = ops.shape(token_ids)[1]
+    return embeddings_layer_norm_dropout(
+        layer.token_embedding(token_ids), layer.segment_embedding(segment_ids),
+        layer.position_embeddings.value[:seq_len], layer.layer_norm.gamma.value,
+        layer.layer_norm.beta.value, layer.layer_norm.epsilon,
+        *dropout_mask_args(layer.dropout, ops.shape(token_ids) + (layer.hidden_size,)))
+
+
+def transformer_block_forward(block, x, attention_bias):
+    """`TransformerBlock` (with its `BertSelfAttention`), each element-wise stage one XLA kernel.
+
+    x: [B, L, H]; attention_bias: float32 [B, 1, 1, L].  Returns [B, L, H].
+    """
+    import tensorflow as tf
+
+    shape = tf.shape(x)
+    attention = block.attention
+    q, k, v = qkv_heads(attention.qkv(x), attention.num_heads, 1.0 / math.sqrt(attention.head_size))
+    scores = tf.matmul(q, k, transpose_b=True)  # [B, N, L, L]
+    probs = masked_softmax_dropout(scores, attention_bias, *dropout_mask_args(attention.dropout, tf.shape(scores)))
+    context = tf.reshape(tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3]), shape)
+    x = dropout_residual_layer_norm(
+        attention.output_dense(context), x, *dropout_mask_args(block.attention_dropout_layer, shape),
+        block.attention_layer_norm.gamma.value, block.attention_layer_norm.beta.value,
+        block.attention_layer_norm.epsilon)
+    return dropout_residual_layer_norm(
+        block.output_dense(block.intermediate(x)), x, *dropout_mask_args(block.output_dropout, shape),
+        block.output_layer_norm.gamma.value, block.output_layer_norm.beta.value,
+        block.output_layer_norm.epsilon)
+
+
+def masked_lm_logits(head, x, training):
+    """`MaskedLMHead` before its output bias: [B, P, H] gathered states -> [B, P, V] logits."""
+    import tensorflow as tf
+
+    x = head.layer_norm(head.transform(x), training=training)
+    # x E^T as one matmul with transpose_b: the gradient for E comes out [V, H]
+    # directly instead of as [H, V] plus a transpose of the whole table.
+    shape = tf.shape(x)
+    embeddings = tf.cast(head.token_embedding.embeddings, x.dtype)
+    logits = tf.matmul(tf.reshape(x, [-1, head.hidden_size]), embeddings, transpose_b=True)
+    return tf.reshape(logits, [shape[0], shape[1], head.vocab_size])
+
+
+# ---------------------------------------------------------------------------
+# The XLA-compiled stages
 
 
 def _compiled(name, fn):
