@@ -15,7 +15,8 @@ Only the training path of bf16/fp16 models uses these (see `use_fused_training`)
 float32 models, inference and exports run the plain Keras layers, so their numbers are
 untouched.  Rounding follows the unfused path: dropout and residual adds in
 the compute dtype, LayerNorm statistics, GELU and softmax in float32.  Dropout masks
-come from `bert_keras.layers.dropout.random_bits_tf` (drawn outside, applied inside).
+come from `random_bits_tf` (drawn outside, applied inside); `dropout_tf`, the
+`bert_keras.layers.Dropout` training path, applies them the same way.
 """
 
 import math
@@ -112,6 +113,42 @@ def _compiled(name, fn):
     return _CACHE[name]
 
 
+# Random bits per element: a kept element is one whose 16 random bits are >= round(rate * 2^16),
+# so the keep probability is 1 - rate to within 2^-17.
+_BITS = 16
+
+
+def keep_threshold(rate):
+    """The uint16 threshold for ``rate``: P(bits >= threshold) = 1 - threshold / 2^16."""
+    return int(round(rate * (1 << _BITS)))
+
+
+def random_bits_tf(shape, seed):
+    """uint16 random bits of ``shape`` from one stateless Philox uint32 draw per two elements."""
+    import tensorflow as tf
+
+    size = tf.reduce_prod(shape)
+    words = tf.random.stateless_uniform([(size + 1) // 2], seed, minval=None, maxval=None, dtype=tf.uint32)
+    bits = tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:size]
+    return tf.reshape(bits, shape)
+
+
+def dropout_tf(x, rate, seed):
+    """Inverted dropout of a TensorFlow tensor: keep with probability 1 - rate, scale 1 / (1 - rate).
+
+    Same semantics as `tf.nn.experimental.stateless_dropout` (what Keras runs), but
+    the mask comes from 16 random bits per element (one Philox uint32 per two
+    elements instead of one per element plus a conversion to float), and the
+    compare, select and scale are one XLA-fused pass forward and one backward
+    instead of three ops each way (timings: docs/design.md).
+    """
+    import tensorflow as tf
+
+    bits = random_bits_tf(tf.shape(x), seed)
+    return _compiled("dropout_apply", _dropout)(x, bits, tf.constant(keep_threshold(rate), tf.uint16),
+                                                tf.constant(1.0 / (1.0 - rate), tf.float32))
+
+
 def _dropout(x, bits, threshold, scale):
     import tensorflow as tf
 
@@ -132,8 +169,6 @@ def _layer_norm(x, gamma, beta, epsilon):
 def dropout_mask_args(dropout_layer, shape):
     """(bits, threshold, scale) for applying `dropout_layer` inside a fused function; bits None at rate 0."""
     import tensorflow as tf
-
-    from bert_keras.layers.dropout import keep_threshold, random_bits_tf
 
     rate = dropout_layer.rate
     if rate <= 0.0:
