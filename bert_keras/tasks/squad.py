@@ -95,6 +95,40 @@ def split_context(text):
     return doc_tokens, char_to_word_offset
 
 
+def _load_json(data):
+    """(name for messages, the parsed dict) of a path or an already parsed dict."""
+    if isinstance(data, dict):
+        return "<dict>", data
+    path = pathlib.Path(data)
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return str(path), json.load(f)
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}:{e.lineno}: malformed JSON ({e.msg} at column {e.colno})") from None
+
+
+def _set_training_span(example, char_to_word):
+    """Sets the example's training target from its first answer (-1/-1 if impossible), as
+    run_squad.py does; returns why the question is skipped, or None."""
+    if example.is_impossible:
+        example.orig_answer_text = ""
+        example.start_position = example.end_position = -1
+        return None
+    text, offset = example.answers[0]["text"], example.answers[0]["answer_start"]
+    end_char = offset + len(text) - 1
+    if not text or offset < 0 or end_char >= len(char_to_word):
+        return f"answer offset {offset} outside the context"
+    start, end = char_to_word[offset], char_to_word[end_char]
+    actual = " ".join(example.doc_tokens[start:end + 1])
+    if start < 0 or actual.find(" ".join(text.split())) == -1:
+        return f"answer {text!r} not found at offset {offset}"
+    example.orig_answer_text = text
+    example.start_position, example.end_position = start, end
+    return None
+
+
 def read_squad(data, is_training=False, version="1.1", first_answer_only=False):
     """Reads SQuAD JSON into SquadExamples.
 
@@ -113,18 +147,7 @@ def read_squad(data, is_training=False, version="1.1", first_answer_only=False):
     Raises:
       DataError naming the file and the JSON path of a missing/mistyped field.
     """
-    name = "<dict>"
-    if not isinstance(data, dict):
-        path = pathlib.Path(data)
-        name = str(path)
-        if not path.is_file():
-            raise DataError(f"{path}: file not found")
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path}:{e.lineno}: malformed JSON ({e.msg} at column {e.colno})") \
-                from None
+    name, data = _load_json(data)
     v2 = str(version) in ("2.0", "2", "v2.0")
 
     def need(obj, key, where, kind):
@@ -159,31 +182,13 @@ def read_squad(data, is_training=False, version="1.1", first_answer_only=False):
                 example = SquadExample(qas_id, question, context, doc_tokens, answers,
                                        impossible, source=f"{name}: id {qas_id}")
                 if is_training:
-                    if impossible:
-                        example.orig_answer_text = ""
-                        example.start_position = example.end_position = -1
-                    else:
-                        if len(answers) != 1 and not (first_answer_only and answers):
-                            raise DataError(f"{name}: {where}.answers (id {qas_id}): a training "
-                                            f"question needs exactly 1 answer, got "
-                                            f"{len(answers)}")
-                        answer = answers[0]
-                        text = answer["text"]
-                        offset = answer["answer_start"]
-                        end_char = offset + len(text) - 1
-                        if not text or offset < 0 or end_char >= len(char_to_word):
-                            examples.skip(f"{name}: id {qas_id}: answer offset {offset} outside "
-                                          f"the context")
-                            continue
-                        start, end = char_to_word[offset], char_to_word[end_char]
-                        actual = " ".join(doc_tokens[start:end + 1])
-                        cleaned = " ".join(text.split())
-                        if start < 0 or actual.find(cleaned) == -1:
-                            examples.skip(f"{name}: id {qas_id}: answer {text!r} not found at "
-                                          f"offset {offset}")
-                            continue
-                        example.orig_answer_text = text
-                        example.start_position, example.end_position = start, end
+                    if len(answers) != 1 and not impossible and not (first_answer_only and answers):
+                        raise DataError(f"{name}: {where}.answers (id {qas_id}): a training "
+                                        f"question needs exactly 1 answer, got {len(answers)}")
+                    skipped = _set_training_span(example, char_to_word)
+                    if skipped:
+                        examples.skip(f"{name}: id {qas_id}: {skipped}")
+                        continue
                 examples.append(example)
     return examples
 
@@ -272,41 +277,14 @@ def featurize_squad(examples, tokenizer, max_seq_len=384, doc_stride=128, max_qu
     to_orig, max_context = [], []
     for ei, example in enumerate(examples):
         query = questions[ei][:max_query_length]
-        tok_to_orig, orig_to_tok, doc_pieces = [], [], []
-        for i, word in enumerate(example.doc_tokens):
-            orig_to_tok.append(len(doc_pieces))
-            for piece in word_ids[word]:
-                tok_to_orig.append(i)
-                doc_pieces.append(piece)
-
-        tok_start = tok_end = None
-        if is_training and example.is_impossible:
-            tok_start = tok_end = -1
-        elif is_training:
-            if example.start_position is None:
-                raise DataError(f"{example.source}: example has no training span; read it with "
-                                f"read_squad(..., is_training=True)")
-            tok_start = orig_to_tok[example.start_position]
-            if example.end_position < len(example.doc_tokens) - 1:
-                tok_end = orig_to_tok[example.end_position + 1] - 1
-            else:
-                tok_end = len(doc_pieces) - 1
-            tok_start, tok_end = _improve_answer_span(
-                doc_pieces, tok_start, tok_end, answer_ids[example.orig_answer_text])
-
+        tok_to_orig, orig_to_tok, doc_pieces = _doc_pieces(example, word_ids)
+        answer = (_answer_pieces(example, orig_to_tok, doc_pieces, answer_ids) if is_training
+                  and not example.is_impossible else None)
         max_tokens_for_doc = max_seq_len - len(query) - 3
         if max_tokens_for_doc <= 0:
             raise DataError(f"max_seq_len {max_seq_len} leaves no room for the context after a "
                             f"{len(query)}-piece question (max_query_length {max_query_length})")
-        doc_spans = []
-        offset = 0
-        while offset < len(doc_pieces):
-            length = min(len(doc_pieces) - offset, max_tokens_for_doc)
-            doc_spans.append((offset, length))
-            if offset + length == len(doc_pieces):
-                break
-            offset += min(length, doc_stride)
-
+        doc_spans = _doc_spans(len(doc_pieces), max_tokens_for_doc, doc_stride)
         for si, (span_start, span_length) in enumerate(doc_spans):
             tokens = [special.cls, *query, special.sep]
             seg = [0] * len(tokens)
@@ -319,12 +297,10 @@ def featurize_squad(examples, tokenizer, max_seq_len=384, doc_stride=128, max_qu
             tokens.append(special.sep)
             seg += [1] * (span_length + 1)
             start_position = end_position = 0
-            if is_training and not example.is_impossible:
-                span_end = span_start + span_length - 1
-                if tok_start >= span_start and tok_end <= span_end:
-                    doc_offset = len(query) + 2
-                    start_position = tok_start - span_start + doc_offset
-                    end_position = tok_end - span_start + doc_offset
+            if answer is not None and answer[0] >= span_start and answer[1] <= span_start + span_length - 1:
+                doc_offset = len(query) + 2
+                start_position = answer[0] - span_start + doc_offset
+                end_position = answer[1] - span_start + doc_offset
             rows.append(tokens)
             segments.append(seg)
             starts.append(start_position)
@@ -341,6 +317,44 @@ def featurize_squad(examples, tokenizer, max_seq_len=384, doc_stride=128, max_qu
         np.array(ends, np.int32) if is_training else None,
         np.array(example_index, np.int32), np.array(span_index, np.int32), rows, to_orig,
         max_context)
+
+
+def _doc_pieces(example, word_ids):
+    """The context's WordPiece ids, each doc token tokenized on its own (run_squad.py):
+    (piece -> doc token index, doc token -> its first piece, pieces)."""
+    tok_to_orig, orig_to_tok, doc_pieces = [], [], []
+    for i, word in enumerate(example.doc_tokens):
+        orig_to_tok.append(len(doc_pieces))
+        for piece in word_ids[word]:
+            tok_to_orig.append(i)
+            doc_pieces.append(piece)
+    return tok_to_orig, orig_to_tok, doc_pieces
+
+
+def _answer_pieces(example, orig_to_tok, doc_pieces, answer_ids):
+    """The training answer's inclusive (start, end) span of context pieces."""
+    if example.start_position is None:
+        raise DataError(f"{example.source}: example has no training span; read it with "
+                        f"read_squad(..., is_training=True)")
+    tok_start = orig_to_tok[example.start_position]
+    if example.end_position < len(example.doc_tokens) - 1:
+        tok_end = orig_to_tok[example.end_position + 1] - 1
+    else:
+        tok_end = len(doc_pieces) - 1
+    return _improve_answer_span(doc_pieces, tok_start, tok_end, answer_ids[example.orig_answer_text])
+
+
+def _doc_spans(num_pieces, max_tokens_for_doc, doc_stride):
+    """The (start, length) windows over the context pieces: every doc_stride pieces until the end."""
+    doc_spans = []
+    offset = 0
+    while offset < num_pieces:
+        length = min(num_pieces - offset, max_tokens_for_doc)
+        doc_spans.append((offset, length))
+        if offset + length == num_pieces:
+            break
+        offset += min(length, doc_stride)
+    return doc_spans
 
 
 def _improve_answer_span(doc_pieces, start, end, answer_pieces):
