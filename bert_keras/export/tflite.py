@@ -36,14 +36,13 @@ import os
 import shutil
 import tempfile
 
-import numpy as np
 import tensorflow as tf
 
 from bert_keras.errors import BertKerasError
 from bert_keras.export import heads
 from bert_keras.export.spec import check_out_dir, keep_other_variants, may_replace_export, resolve, write_spec
 from bert_keras.export.tflite_convert import (CALIBRATED, MIXED_FLOAT_NODES, QUANTIZE, _convert, _converter,
-                                              _matching_nodes, _quantize, assert_builtin_only, attention_masking,
+                                              _quantize, assert_builtin_only, attention_masking,
                                               builtin_only, op_names)
 from bert_keras.export.tflite_runtime import TFLiteModel, file_size_mb, latency_ms
 from bert_keras.export.tflite_text import CodepointTokenizer, codepoints

@@ -196,10 +196,3 @@ def build_tables(lower_case: bool):
         exp.astype(np.int32),
         np.asarray(stripped, dtype=np.int32),
     )
-
-
-def lookup_numpy(tables, codepoints):
-    """The table lookup in numpy (used by tests and tools)."""
-    stage1, stage2 = tables[0], tables[1]
-    cps = np.asarray(codepoints, dtype=np.int64)
-    return stage2[stage1[cps >> BLOCK_BITS].astype(np.int64) * BLOCK + (cps & (BLOCK - 1))]

@@ -202,10 +202,6 @@ class PretrainConfig:
     def total_steps(self) -> int:
         return self.phase1_steps + self.phase2_steps
 
-    def phase_of_step(self, step: int) -> int:
-        """Phase (1 or 2) that optimiser step ``step`` (0-based) belongs to."""
-        return 1 if step < self.phase1_steps else 2
-
 
 # =========================================================================== schedule
 @keras.saving.register_keras_serializable(package="bert_keras")
