@@ -34,8 +34,7 @@ Why Python rather than TF ops: a pair is five integers into the corpus's flat
 id array (A start/length, B start/length, label), because A and B are runs of
 consecutive sentences.  Choosing them is a short sequential loop per document
 (with "put back", the next chunk depends on the previous random draw), which
-is clumsy and no faster as graph code; in Python it produces well over 10^5
-pairs a second, and packing them into `[CLS] A [SEP] B [SEP]` rows is one
+is clumsy and no faster as graph code, and packing them into `[CLS] A [SEP] B [SEP]` rows is one
 vectorised numpy gather (`pack`).  Tokenization and masking, the heavy parts,
 stay TensorFlow ops.
 """

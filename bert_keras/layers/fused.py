@@ -8,8 +8,8 @@ as many again: together they cost more than the matmuls.  Each function here is 
 ``tf.function(jit_compile=True)``, so XLA fuses the chain into one kernel forward and
 one backward (TensorFlow compiles the gradient of an XLA function with XLA too).
 The matmuls and their bias adds stay outside, in oneDNN and TensorFlow kernels: XLA's CPU
-matmuls are slower, and XLA's CPU reductions over the token axis (a bias gradient) were
-ten times slower than TensorFlow's ``BiasAddGrad``.
+matmuls and its CPU reductions over the token axis (a bias gradient) are slower than
+TensorFlow's (docs/design.md, "Measured choices").
 
 Only the training path of bf16/fp16 models uses these (see `use_fused_training`);
 float32 models, inference and exports run the plain Keras layers, so their numbers are
@@ -181,8 +181,8 @@ def dropout_residual_layer_norm(h, residual, bits, threshold, scale, gamma, beta
     """LN(residual + Dropout(h)): the end of both halves of a post-LN block.  [.., H] -> [.., H].
 
     The gradient is written out (`_layer_norm_backward`) so that the sums over tokens for
-    gamma and beta run as TensorFlow reductions: XLA's CPU reductions over the token axis
-    (what autodiff of the XLA function produces) took about 5% of a training step.
+    gamma and beta run as TensorFlow reductions, not as the XLA CPU reductions over the
+    token axis that autodiff of the XLA function produces.
     """
     import tensorflow as tf
 
