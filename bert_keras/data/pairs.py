@@ -72,8 +72,9 @@ class PairPlan:
 
     def take(self, index):
         """The pairs at `index` (an int array or slice), in that order."""
-        return PairPlan(self.a_start[index], self.a_length[index], self.b_start[index],
-                        self.b_length[index], self.not_next[index], self.truncated)
+        return PairPlan(a_start=self.a_start[index], a_length=self.a_length[index],
+                        b_start=self.b_start[index], b_length=self.b_length[index],
+                        not_next=self.not_next[index], truncated=self.truncated)
 
 
 def truncation(a_length, b_length, max_tokens):
@@ -162,9 +163,9 @@ def plan_pairs(corpus, max_tokens, short_seq_prob, rng, document_order=None):
                 chunk = i + 1
             i += 1
 
-    return PairPlan(np.array(a_start, np.int64), np.array(a_length, np.int64),
-                    np.array(b_start, np.int64), np.array(b_length, np.int64),
-                    np.array(not_next, np.int32), truncated)
+    return PairPlan(a_start=np.array(a_start, np.int64), a_length=np.array(a_length, np.int64),
+                    b_start=np.array(b_start, np.int64), b_length=np.array(b_length, np.int64),
+                    not_next=np.array(not_next, np.int32), truncated=truncated)
 
 
 def pack(ids, plan, seq_len, cls_id, sep_id, pad_id):

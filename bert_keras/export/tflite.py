@@ -154,7 +154,8 @@ def _export_files(model, spec, out_dir, quantize, calibration_texts, text_model,
 
     text_path = None
     if text_model:
-        packer = CodepointTokenizer(spec.vocab_path, spec.lower_case, L, n_cp, max_chars_per_word)
+        packer = CodepointTokenizer(vocab_path=spec.vocab_path, lower_case=spec.lower_case, seq_len=L,
+                                    max_codepoints=n_cp, max_chars_per_word=max_chars_per_word)
 
         def featurize(text, text_b=None):
             if not mc:
@@ -262,7 +263,8 @@ def export_tokenizer_tflite(vocab_path, path, lower_case=True, seq_len=128, max_
     ids.  Returns path.
     """
     n_cp = int(max_codepoints or default_max_codepoints(seq_len))
-    tok = CodepointTokenizer(vocab_path, lower_case, seq_len, n_cp, max_chars_per_word)
+    tok = CodepointTokenizer(vocab_path=vocab_path, lower_case=lower_case, seq_len=seq_len,
+                             max_codepoints=n_cp, max_chars_per_word=max_chars_per_word)
     sig = [tf.TensorSpec([None, n_cp], tf.int32, name="codepoints")]
     if pair:
         sig.append(tf.TensorSpec([None, n_cp], tf.int32, name="codepoints_b"))

@@ -53,10 +53,10 @@ def _prepare_classification(train, dev, tokenizer, max_seq_len, regression, labe
     else:
         loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
         metrics, key = [keras.metrics.SparseCategoricalAccuracy(name="accuracy")], "accuracy"
-    return PreparedTask(tr and tr.inputs, tr and tr.labels, len(train or ()),
-                        {"num_classes": 1 if regression else len(label_map)},
-                        loss, metrics, evaluate if dv else None, key,
-                        {"labels": None if regression else label_map.to_json()})
+    return PreparedTask(inputs=tr and tr.inputs, labels=tr and tr.labels, num_examples=len(train or ()),
+                        head_kwargs={"num_classes": 1 if regression else len(label_map)}, loss=loss,
+                        metrics=metrics, evaluate=evaluate if dv else None, key=key,
+                        metadata={"labels": None if regression else label_map.to_json()})
 
 
 def _prepare_ner(train, dev, tokenizer, max_seq_len, label_map, batch_size):
@@ -75,9 +75,9 @@ def _prepare_ner(train, dev, tokenizer, max_seq_len, label_map, batch_size):
         return bk_metrics.ner_metrics([s.tags for s in dev], words)
 
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=IGNORE_LABEL)
-    return PreparedTask(tr and tr.inputs, tr and tr.labels, len(train or ()), {"num_classes": len(label_map)},
-                        loss, [],
-                        evaluate if dv else None, "f1", {"labels": label_map.to_json()})
+    return PreparedTask(inputs=tr and tr.inputs, labels=tr and tr.labels, num_examples=len(train or ()),
+                        head_kwargs={"num_classes": len(label_map)}, loss=loss, metrics=[],
+                        evaluate=evaluate if dv else None, key="f1", metadata={"labels": label_map.to_json()})
 
 
 def _prepare_squad(train, dev, tokenizer, max_seq_len, version_2, batch_size, dev_dataset=None,
@@ -107,8 +107,10 @@ def _prepare_squad(train, dev, tokenizer, max_seq_len, version_2, batch_size, de
 
     sce = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     labels = tr and {"start_logits": tr.start_positions, "end_logits": tr.end_positions}
-    return PreparedTask(tr and tr.inputs, labels, len(tr) if tr else 0, {}, {"start_logits": sce, "end_logits": sce}, [],
-                        evaluate if dv else None, "f1", {"version": "2.0" if version_2 else "1.1"},
+    return PreparedTask(inputs=tr and tr.inputs, labels=labels, num_examples=len(tr) if tr else 0,
+                        head_kwargs={}, loss={"start_logits": sce, "end_logits": sce}, metrics=[],
+                        evaluate=evaluate if dv else None, key="f1",
+                        metadata={"version": "2.0" if version_2 else "1.1"},
                         loss_weights={"start_logits": 0.5, "end_logits": 0.5})
 
 
@@ -123,10 +125,10 @@ def _prepare_multiple_choice(train, dev, tokenizer, max_seq_len, batch_size):
     def evaluate(model):
         return bk_metrics.classification_metrics(dv.labels, np.argmax(predict(model, dv.inputs, batch_size), -1))
 
-    return PreparedTask(tr and tr.inputs, tr and tr.labels, len(train or ()), {},
-                        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                        [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
-                        evaluate if dv else None, "accuracy", {})
+    return PreparedTask(inputs=tr and tr.inputs, labels=tr and tr.labels, num_examples=len(train or ()),
+                        head_kwargs={}, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                        metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+                        evaluate=evaluate if dv else None, key="accuracy", metadata={})
 
 
 def prepare_task(task, train_examples, dev_examples, tokenizer, max_seq_len=128, label_map=None, batch_size=32,

@@ -32,8 +32,9 @@ class TransformerBlock(keras.layers.Layer):
         self.initializer_range = initializer_range
         init = keras.initializers.TruncatedNormal(stddev=initializer_range)
         policy = self.dtype_policy
-        self.attention = BertSelfAttention(hidden_size, num_heads, attention_dropout, initializer_range,
-                                           dtype=policy, name="attention")
+        self.attention = BertSelfAttention(hidden_size=hidden_size, num_heads=num_heads,
+                                           attention_dropout=attention_dropout,
+                                           initializer_range=initializer_range, dtype=policy, name="attention")
         self.attention_dropout_layer = Dropout(dropout, dtype=policy)
         self.attention_layer_norm = LayerNorm(
             epsilon=layer_norm_eps, dtype=policy, name="attention_layer_norm")

@@ -39,9 +39,10 @@ class BertPretrainer(keras.Model):
         cfg = encoder.config
         # === Layers ===
         self.encoder = encoder
-        self.masked_lm_head = MaskedLMHead(
-            encoder.token_embedding, cfg.hidden_act, cfg.layer_norm_eps, cfg.initializer_range,
-            dtype=encoder.embeddings.dtype_policy, name="masked_lm_head")
+        self.masked_lm_head = MaskedLMHead(token_embedding=encoder.token_embedding, hidden_act=cfg.hidden_act,
+                                           layer_norm_eps=cfg.layer_norm_eps,
+                                           initializer_range=cfg.initializer_range,
+                                           dtype=encoder.embeddings.dtype_policy, name="masked_lm_head")
         # Heads produce float32 logits whatever the policy (softmax/loss in float32).
         self.nsp_head = keras.layers.Dense(
             2, kernel_initializer=keras.initializers.TruncatedNormal(stddev=cfg.initializer_range),

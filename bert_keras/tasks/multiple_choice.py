@@ -69,9 +69,9 @@ def read_swag(path, num_choices=4):
                                 f"0..{num_choices - 1}")
             label = int(raw)
         guid = row.get("fold-ind") or row.get("id") or f"{path.name}:{n}"
-        examples.append(MultipleChoiceExample(
-            row["sent1"], row["sent2"], [row[f"ending{i}"] for i in range(num_choices)],
-            label, guid, where))
+        examples.append(MultipleChoiceExample(context=row["sent1"], start=row["sent2"],
+                                              endings=[row[f"ending{i}"] for i in range(num_choices)],
+                                              label=label, guid=guid, source=where))
     return examples
 
 

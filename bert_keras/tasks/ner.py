@@ -197,8 +197,9 @@ def featurize_token_classification(sentences, tokenizer, label_map=None, max_seq
     inputs = model_inputs(token_rows, [[0] * len(r) for r in token_rows], max_seq_len,
                           special.pad)
     labels = pad_rows(label_rows, max_seq_len, IGNORE_LABEL) if all(labelled) else None
-    return TokenFeatures(inputs, labels, pad_rows(word_rows, max_seq_len, -1),
-                         np.array(sentence_rows, np.int32), [len(s.words) for s in sentences])
+    return TokenFeatures(inputs=inputs, labels=labels, word_index=pad_rows(word_rows, max_seq_len, -1),
+                         sentence_index=np.array(sentence_rows, np.int32),
+                         num_words=[len(s.words) for s in sentences])
 
 
 def words_from_predictions(predictions, features, label_map=None, default="O"):

@@ -179,8 +179,9 @@ def read_squad(data, is_training=False, version="1.1", first_answer_only=False):
                     need(a, "text", f"{where}.answers[{k}]", str)
                     need(a, "answer_start", f"{where}.answers[{k}]", int)
                 impossible = bool(qa.get("is_impossible", not answers)) if v2 else False
-                example = SquadExample(qas_id, question, context, doc_tokens, answers,
-                                       impossible, source=f"{name}: id {qas_id}")
+                example = SquadExample(qas_id=qas_id, question_text=question, context=context,
+                                       doc_tokens=doc_tokens, answers=answers, is_impossible=impossible,
+                                       source=f"{name}: id {qas_id}")
                 if is_training:
                     if len(answers) != 1 and not impossible and not (first_answer_only and answers):
                         raise DataError(f"{name}: {where}.answers (id {qas_id}): a training "
@@ -311,12 +312,11 @@ def featurize_squad(examples, tokenizer, max_seq_len=384, doc_stride=128, max_qu
             max_context.append(is_max)
 
     inputs = model_inputs(rows, segments, max_seq_len, special.pad)
-    return SquadFeatures(
-        inputs,
-        np.array(starts, np.int32) if is_training else None,
-        np.array(ends, np.int32) if is_training else None,
-        np.array(example_index, np.int32), np.array(span_index, np.int32), rows, to_orig,
-        max_context)
+    return SquadFeatures(inputs=inputs, start_positions=np.array(starts, np.int32) if is_training else None,
+                         end_positions=np.array(ends, np.int32) if is_training else None,
+                         example_index=np.array(example_index, np.int32),
+                         doc_span_index=np.array(span_index, np.int32), tokens=rows, token_to_orig_map=to_orig,
+                         token_is_max_context=max_context)
 
 
 def _doc_pieces(example, word_ids):

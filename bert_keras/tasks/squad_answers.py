@@ -90,7 +90,8 @@ def postprocess_squad(examples, features, start_logits, end_logits, n_best_size=
             diff = null.score - best_non_null[1] - best_non_null[2]
             diffs[example.qas_id] = diff
             answers[example.qas_id] = "" if diff > null_score_diff_threshold else best_non_null[0]
-    return SquadPredictions(answers, nbest_out, diffs, best_non_null_out)
+    return SquadPredictions(answers=answers, nbest=nbest_out, null_score_diff=diffs,
+                            best_non_null=best_non_null_out)
 
 
 @dataclasses.dataclass

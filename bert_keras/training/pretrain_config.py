@@ -233,13 +233,16 @@ def learning_rate_schedule(cfg: PretrainConfig):
 
     if cfg.schedule == "single" or cfg.phase2_steps == 0 or cfg.phase1_steps == 0:
         total = cfg.total_steps
-        return WarmupPolynomialDecay(cfg.learning_rate, total, warm(total, cfg.warmup_steps),
-                                     cfg.end_learning_rate)
-    first = WarmupPolynomialDecay(cfg.learning_rate, cfg.phase1_steps, warm(cfg.phase1_steps, cfg.warmup_steps),
-                                  cfg.end_learning_rate)
+        return WarmupPolynomialDecay(peak_learning_rate=cfg.learning_rate, total_steps=total,
+                                     warmup_steps=warm(total, cfg.warmup_steps),
+                                     end_learning_rate=cfg.end_learning_rate)
+    first = WarmupPolynomialDecay(peak_learning_rate=cfg.learning_rate, total_steps=cfg.phase1_steps,
+                                  warmup_steps=warm(cfg.phase1_steps, cfg.warmup_steps),
+                                  end_learning_rate=cfg.end_learning_rate)
     lr2 = cfg.phase2_learning_rate if cfg.phase2_learning_rate is not None else cfg.learning_rate
-    second = WarmupPolynomialDecay(lr2, cfg.phase2_steps, warm(cfg.phase2_steps, cfg.phase2_warmup_steps),
-                                   cfg.end_learning_rate)
+    second = WarmupPolynomialDecay(peak_learning_rate=lr2, total_steps=cfg.phase2_steps,
+                                   warmup_steps=warm(cfg.phase2_steps, cfg.phase2_warmup_steps),
+                                   end_learning_rate=cfg.end_learning_rate)
     return PhasedSchedule(first, second, cfg.phase1_steps)
 
 
