@@ -1,4 +1,4 @@
-"""Small helpers shared across the package: JSON in with one-line errors, atomic writes,
+"""Small utilities shared across the package: JSON in with one-line errors, atomic writes,
 `temporarily` (a module switch set for the length of a block).
 
 Every artefact the project writes goes through `atomic_write` (one file) or

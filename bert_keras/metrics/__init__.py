@@ -12,7 +12,7 @@ function with the reference it mirrors:
 
 Modules: `labels` (classification, regression), `entities` (NER), `squad`.
 The scalar functions return fractions in [0, 1] like sklearn; the `*_metrics`
-helpers and `squad_evaluate` return dicts of percentages, the form written
+functions and `squad_evaluate` return dicts of percentages, the form written
 to `eval_results.json`.
 
     from bert_keras import metrics
