@@ -46,7 +46,7 @@ import dataclasses
 
 import numpy as np
 
-from bert_keras.text.packing import kept_lengths
+from bert_keras.text.packing import kept_lengths, pack_flat
 
 
 @dataclasses.dataclass
@@ -169,7 +169,7 @@ def plan_pairs(corpus, max_tokens, short_seq_prob, rng, document_order=None):
 
 
 def pack(ids, plan, seq_len, cls_id, sep_id, pad_id):
-    """`[CLS] A [SEP] B [SEP]` rows, padded (numpy, vectorised).
+    """`[CLS] A [SEP] B [SEP]` rows, padded (numpy, vectorised: `text.packing.pack_flat`).
 
     Args:
       ids: int32 [T], the corpus ids.
@@ -179,18 +179,6 @@ def pack(ids, plan, seq_len, cls_id, sep_id, pad_id):
     Returns:
       token_ids int32 [N, L], segment_ids int32 [N, L], padding_mask int32 [N, L].
     """
-    j = np.arange(seq_len, dtype=np.int64)[None, :]
-    la = plan.a_length[:, None]
-    lb = plan.b_length[:, None]
-    in_a = (j >= 1) & (j <= la)
-    in_b = (j >= la + 2) & (j <= la + lb + 1)
-    index = np.where(in_a, plan.a_start[:, None] + j - 1,
-                     np.where(in_b, plan.b_start[:, None] + j - la - 2, 0))
-    tokens = np.where(in_a | in_b, ids[index] if len(ids) else 0, pad_id)
-    tokens = np.where((j == la + 1) | (j == la + lb + 2), sep_id, tokens)
-    tokens[:, 0] = cls_id
-    length = la + lb + 3
-    padding_mask = j < length
-    segment_ids = (j >= la + 2) & padding_mask
-    return (tokens.astype(np.int32), segment_ids.astype(np.int32),
-            padding_mask.astype(np.int32))
+    packed = pack_flat(ids, plan.a_start, plan.a_length, plan.b_start, plan.b_length, seq_len=seq_len,
+                       cls_id=cls_id, sep_id=sep_id, pad_id=pad_id)
+    return packed["token_ids"], packed["segment_ids"], packed["padding_mask"]

@@ -70,8 +70,9 @@ def bert_pack_inputs(segments, seq_length, cls_id, sep_id, pad_id):
         if not isinstance(s, tf.RaggedTensor):
             raise TypeError(f"bert_pack_inputs expects ragged tensors, got {type(s).__name__}")
         segs.append(s.merge_dims(-2, -1) if s.ragged_rank == 2 else s)
-    words, types, mask = pack_ragged(segs, seq_length, cls_id=cls_id, sep_id=sep_id, pad_id=pad_id)
-    return {"input_word_ids": words, "input_mask": mask, "input_type_ids": types}
+    packed = pack_ragged(segs, seq_length, cls_id=cls_id, sep_id=sep_id, pad_id=pad_id)
+    return {"input_word_ids": packed["token_ids"], "input_mask": packed["padding_mask"],
+            "input_type_ids": packed["segment_ids"]}
 
 
 def _special_ids(tok):

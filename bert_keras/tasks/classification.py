@@ -37,8 +37,8 @@ import pathlib
 import numpy as np
 
 from bert_keras.errors import DataError
-from bert_keras.tasks.common import (ExampleList, LabelMap, model_inputs, pack, special_ids,
-                                     text_lines, token_ids)
+from bert_keras.tasks.common import (ExampleList, LabelMap, pack_rows, special_ids, text_lines,
+                                     token_ids)
 
 
 @dataclasses.dataclass
@@ -289,19 +289,10 @@ def featurize_classification(examples, tokenizer, max_seq_len=128, label_map=Non
         raise DataError(f"{first_single.source or first_single.guid}: field 'text_b' is missing "
                         f"but other examples are pairs")
     ids_a = token_ids(tokenizer, [e.text_a for e in examples])
-    ids_b = token_ids(tokenizer, [e.text_b for e in examples]) if all(pairs) else [None] * len(
-        examples)
-    token_rows, segment_rows, truncated = [], [], 0
-    for a, b in zip(ids_a, ids_b):
-        tokens, segments = pack(a, b, special, max_seq_len)
-        truncated += len(a) + (len(b) if b is not None else 0) + (3 if b is not None else 2) \
-            > max_seq_len
-        token_rows.append(tokens)
-        segment_rows.append(segments)
-    inputs = model_inputs(token_rows, segment_rows, max_seq_len, special.pad)
+    ids_b = token_ids(tokenizer, [e.text_b for e in examples]) if all(pairs) else None
+    inputs, lengths, truncated = pack_rows(ids_a, ids_b, special, max_seq_len)
     labels = _encode_labels(examples, label_map, regression)
-    return Features(inputs, labels, np.array([len(r) for r in token_rows], np.int32),
-                    int(truncated))
+    return Features(inputs, labels, lengths, int(truncated.sum()))
 
 
 def _encode_labels(examples, label_map, regression):

@@ -41,7 +41,7 @@ import pathlib
 import numpy as np
 
 from bert_keras.errors import DataError
-from bert_keras.tasks.common import ExampleList, model_inputs, special_ids, token_ids
+from bert_keras.tasks.common import ExampleList, pack_rows, special_ids, token_ids
 
 
 @dataclasses.dataclass
@@ -272,7 +272,7 @@ def featurize_squad(examples, tokenizer, max_seq_len=384, doc_stride=128, max_qu
                         if not e.is_impossible and e.orig_answer_text})
         answer_ids = dict(zip(texts, token_ids(tokenizer, texts)))
 
-    rows, segments = [], []
+    queries, windows = [], []
     starts, ends = [], []
     example_index, span_index = [], []
     to_orig, max_context = [], []
@@ -286,24 +286,19 @@ def featurize_squad(examples, tokenizer, max_seq_len=384, doc_stride=128, max_qu
             raise DataError(f"max_seq_len {max_seq_len} leaves no room for the context after a "
                             f"{len(query)}-piece question (max_query_length {max_query_length})")
         doc_spans = _doc_spans(len(doc_pieces), max_tokens_for_doc, doc_stride)
+        doc_offset = len(query) + 2  # the window's first position, after [CLS] query [SEP]
         for si, (span_start, span_length) in enumerate(doc_spans):
-            tokens = [special.cls, *query, special.sep]
-            seg = [0] * len(tokens)
             t2o, is_max = {}, {}
             for i in range(span_length):
                 split = span_start + i
-                t2o[len(tokens)] = tok_to_orig[split]
-                is_max[len(tokens)] = _check_is_max_context(doc_spans, si, split)
-                tokens.append(doc_pieces[split])
-            tokens.append(special.sep)
-            seg += [1] * (span_length + 1)
+                t2o[doc_offset + i] = tok_to_orig[split]
+                is_max[doc_offset + i] = _check_is_max_context(doc_spans, si, split)
             start_position = end_position = 0
             if answer is not None and answer[0] >= span_start and answer[1] <= span_start + span_length - 1:
-                doc_offset = len(query) + 2
                 start_position = answer[0] - span_start + doc_offset
                 end_position = answer[1] - span_start + doc_offset
-            rows.append(tokens)
-            segments.append(seg)
+            queries.append(query)
+            windows.append(doc_pieces[span_start:span_start + span_length])
             starts.append(start_position)
             ends.append(end_position)
             example_index.append(ei)
@@ -311,7 +306,9 @@ def featurize_squad(examples, tokenizer, max_seq_len=384, doc_stride=128, max_qu
             to_orig.append(t2o)
             max_context.append(is_max)
 
-    inputs = model_inputs(rows, segments, max_seq_len, special.pad)
+    # [CLS] question [SEP] window [SEP]: the windows were sized to fit, so nothing is cut
+    inputs, lengths, _ = pack_rows(queries, windows, special, max_seq_len)
+    rows = [row[:n].tolist() for row, n in zip(inputs["token_ids"], lengths)]
     return SquadFeatures(inputs=inputs, start_positions=np.array(starts, np.int32) if is_training else None,
                          end_positions=np.array(ends, np.int32) if is_training else None,
                          example_index=np.array(example_index, np.int32),
