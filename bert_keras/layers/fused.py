@@ -88,6 +88,19 @@ def transformer_block_forward(block, x, attention_bias):
         block.output_layer_norm.epsilon)
 
 
+def layer_norm(x, gamma, beta, epsilon):
+    """`LayerNorm` over the last axis, float32 statistics, as one XLA kernel forward and backward."""
+    import tensorflow as tf
+
+    def fn(x, gamma, beta, epsilon):
+        xf = tf.cast(x, tf.float32)
+        mean, variance = tf.nn.moments(xf, axes=[-1], keepdims=True)
+        y = (xf - mean) * tf.math.rsqrt(variance + epsilon) * gamma + beta
+        return tf.cast(y, x.dtype)
+
+    return _compiled("layer_norm", fn)(x, gamma, beta, epsilon)
+
+
 def masked_lm_logits(head, x, training):
     """`MaskedLMHead` before its output bias: [B, P, H] gathered states -> [B, P, V] logits."""
     import tensorflow as tf
