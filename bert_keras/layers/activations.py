@@ -18,35 +18,11 @@ def gelu(x):
     """
     if keras.backend.standardize_dtype(x.dtype) == "float32":
         return ops.gelu(x, approximate=False)
-    from bert_keras.layers import unpadded
+    from bert_keras.layers import fused, unpadded
 
     if keras.backend.backend() == "tensorflow" and not unpadded.ACTIVE:
-        return _fused_gelu_tf()(x)
+        return fused.gelu(x)
     return _gelu_in_float32(x)
-
-
-def _fused_gelu_tf():
-    import tensorflow as tf
-
-    from bert_keras.layers.fused import _compiled
-
-    def forward(x):
-        return tf.cast(tf.nn.gelu(tf.cast(x, tf.float32), approximate=False), x.dtype)
-
-    def backward(x, dy):  # d/dx x Phi(x) = Phi(x) + x phi(x), in float32
-        xf = tf.cast(x, tf.float32)
-        return tf.cast(tf.cast(dy, tf.float32) * (_normal_cdf(xf) + xf * _normal_pdf(xf)), x.dtype)
-
-    # The gradient written out as one XLA kernel: autodiff of the XLA forward gives a
-    # backward of several passes instead of one.
-    @tf.custom_gradient
-    def fused(x):
-        def grad(dy):
-            return _compiled("gelu_backward", backward)(x, dy)
-
-        return _compiled("gelu", forward)(x), grad
-
-    return fused
 
 
 def _normal_cdf(x):

@@ -101,6 +101,34 @@ def layer_norm(x, gamma, beta, epsilon):
     return _compiled("layer_norm", fn)(x, gamma, beta, epsilon)
 
 
+def gelu(x):
+    """Exact GELU of a 16-bit tensor computed in float32, one XLA kernel forward and one backward
+    (`layers.activations.gelu` is the reference and chooses this path)."""
+    import tensorflow as tf
+
+    def cdf(x):  # Phi(x), the erf form
+        return 0.5 * (1.0 + tf.math.erf(x * 0.7071067811865476))
+
+    def forward(x):
+        return tf.cast(tf.nn.gelu(tf.cast(x, tf.float32), approximate=False), x.dtype)
+
+    def backward(x, dy):  # d/dx x Phi(x) = Phi(x) + x phi(x), in float32
+        xf = tf.cast(x, tf.float32)
+        pdf = tf.exp(-0.5 * tf.square(xf)) * 0.3989422804014327
+        return tf.cast(tf.cast(dy, tf.float32) * (cdf(xf) + xf * pdf), x.dtype)
+
+    # The gradient written out as one XLA kernel: autodiff of the XLA forward gives a
+    # backward of several passes instead of one.
+    @tf.custom_gradient
+    def fn(x):
+        def grad(dy):
+            return _compiled("gelu_backward", backward)(x, dy)
+
+        return _compiled("gelu", forward)(x), grad
+
+    return fn(x)
+
+
 def masked_lm_logits(head, x, training):
     """`MaskedLMHead` before its output bias: [B, P, H] gathered states -> [B, P, V] logits."""
     import tensorflow as tf
