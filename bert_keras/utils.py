@@ -1,4 +1,5 @@
-"""Small file helpers shared across the package: JSON in with one-line errors, atomic writes.
+"""Small utilities shared across the package: JSON in with one-line errors, atomic writes,
+`temporarily` (a module switch set for the length of a block).
 
 Every artefact the project writes goes through `atomic_write` (one file) or
 `atomic_folder` (a folder of files): it is written to a temporary sibling,
@@ -19,6 +20,17 @@ import shutil
 import tempfile
 
 from bert_keras.errors import BertKerasError
+
+
+@contextlib.contextmanager
+def temporarily(obj, name, value):
+    """Within the block, ``obj.name`` is ``value`` (the previous value is restored on exit)."""
+    previous = getattr(obj, name)
+    setattr(obj, name, value)
+    try:
+        yield
+    finally:
+        setattr(obj, name, previous)
 
 
 def read_json(path, error=BertKerasError):
@@ -93,11 +105,28 @@ def atomic_write(path, write):
 
 
 def write_text(path, text: str) -> None:
-    """Write ``text`` (UTF-8) atomically."""
+    """Write ``text`` (UTF-8) atomically.
+
+    A URL path (``gs://...``, where a TPU run's model_dir lives) goes through
+    `tf.io.gfile`: a temporary sibling renamed over the target.
+    """
+    if "://" in os.fspath(path):
+        _write_text_gfile(os.fspath(path), text)
+        return
+
     def write(tmp):
         with open(tmp, "w", encoding="utf-8", newline="") as f:
             f.write(text)
     atomic_write(path, write)
+
+
+def _write_text_gfile(path, text):
+    import tensorflow as tf
+
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+        f.write(text)
+    tf.io.gfile.rename(tmp, path, overwrite=True)
 
 
 def write_json(path, obj):

@@ -17,6 +17,7 @@ import pytest
 import tensorflow as tf
 
 import bert_keras as bk
+from bert_keras import _private_api
 from bert_keras.checkpoints import load_checkpoint, save_checkpoint
 from bert_keras.errors import BertKerasError
 from bert_keras.export import TFLiteModel, export_saved_model, export_tflite, load_predictor
@@ -465,7 +466,7 @@ def _op_dtypes(path):
     interpreter = Interpreter(model_path=path)
     tensors = {t["index"]: t for t in interpreter.get_tensor_details()}
     return [(op["op_name"], tensors[op["outputs"][0]]["name"], tensors[op["outputs"][0]]["dtype"])
-            for op in interpreter._get_ops_details()]
+            for op in _private_api.ops_details(interpreter)]
 
 
 def test_int8_mixed_keeps_the_residual_stream_float_and_tracks_float32(minilm2_dir, workdir):

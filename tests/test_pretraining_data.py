@@ -532,3 +532,44 @@ def test_missing_files_and_vocab_raise_one_line_data_errors(tmp_path, vocab_path
     empty.write_text("\n\n   \n")
     with pytest.raises(DataError, match="no text in pre-training files"):
         pretraining_dataset(str(empty), vocab_path)
+
+
+def test_a_repeated_vocab_token_has_its_last_id_in_tokenizer_and_pretraining_data(tmp_path):
+    # Google's tokenization.load_vocab builds a dict, so a token on two lines
+    # gets the id of the last one; the tokenizer and the pre-training pipeline
+    # (its [MASK] id and the word ids of its segments) must both follow it.
+    from bert_keras.data.corpus import read_vocab
+    from bert_keras.text.tokenizer import BertTokenizer
+
+    words = ["the", "cat", "sat", "on", "mat", "dog", "ran", "far", "."]
+    lines = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "hello", *words, "[MASK]", "hello"]
+    vocab_file = tmp_path / "vocab.txt"
+    vocab_file.write_text("\n".join(lines) + "\n")
+    mask_id, hello_id = len(lines) - 2, len(lines) - 1
+
+    tokenizer = BertTokenizer.from_vocab(str(vocab_file))
+    assert tokenizer.mask_id == mask_id
+    assert tokenizer.tokenize(["hello cat"]).to_list() == [[hello_id, lines.index("cat")]]
+    _, index = read_vocab(vocab_file)
+    assert index["[MASK]"] == mask_id and index["hello"] == hello_id
+
+    sentences = ["hello the cat sat on the mat hello .", "hello the dog ran far hello ."] * 4
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(sentences) + "\n\n" + "\n".join(reversed(sentences)) + "\n")
+    ds = pretraining_dataset(str(corpus), str(vocab_file), seq_len=32, max_predictions=8, batch_size=8,
+                             seed=0, masked_lm_prob=0.5)
+    unmasked, targets, at_masked = [], [], []
+    for features, labels in ds.take(4):
+        ids = features["token_ids"].numpy()
+        real = labels["masked_weights"].numpy() > 0
+        positions = features["masked_positions"].numpy()
+        chosen = np.zeros(ids.shape, bool)
+        np.put_along_axis(chosen, positions, real, axis=1)
+        unmasked += ids[~chosen & (features["padding_mask"].numpy() > 0)].tolist()
+        targets += labels["masked_ids"].numpy()[real].tolist()
+        at_masked += np.take_along_axis(ids, positions, axis=1)[real].tolist()
+    # the first [MASK] and "hello" lines are never used: "hello" has the last id,
+    # and chosen tokens become the last [MASK] (80%), a random id (10%) or stay
+    assert hello_id in unmasked and hello_id in targets
+    assert not {4, 5} & set(unmasked + targets)
+    assert at_masked.count(mask_id) > 0.6 * len(at_masked) > 10

@@ -16,7 +16,9 @@ import numpy as np
 
 from bert_keras.checkpoints import mapping
 from bert_keras.checkpoints.formats import OURS_META, VOCAB, WEIGHTS, check_vocab, open_checkpoint
-from bert_keras.checkpoints.mapping import TASKS, encoder_entries, head_entries
+from bert_keras import task_names
+from bert_keras.checkpoints.mapping import encoder_entries, head_entries
+from bert_keras.task_names import MODEL_TASKS as TASKS  # noqa: F401 - bert_keras.checkpoints.TASKS
 from bert_keras.errors import BertKerasError, CheckpointError
 from bert_keras.utils import atomic_folder, atomic_write, foreign_entries, write_json
 
@@ -25,30 +27,12 @@ __all__ = ["load_checkpoint", "save_checkpoint", "model_variables", "task_of", "
 
 FORMAT_VERSION = 2  # 2: bert_keras.json lists the folder's files (the completion marker)
 
-_HF_ARCHITECTURES = {
-    None: "BertModel",
-    "pretraining": "BertForPreTraining",
-    "classification": "BertForSequenceClassification",
-    "token_classification": "BertForTokenClassification",
-    "span": "BertForQuestionAnswering",
-    "multiple_choice": "BertForMultipleChoice",
-}
 
 
 # --------------------------------------------------------------------------- model side
 def task_of(model) -> str | None:
     """The task name of one of our models (None for a bare `BertEncoder`)."""
-    from bert_keras import models
-
-    kinds = {
-        models.BertEncoder: None,
-        models.BertPretrainer: "pretraining",
-        models.BertClassifier: "classification",
-        models.BertTokenClassifier: "token_classification",
-        models.BertSpanLabeler: "span",
-        models.BertMultipleChoice: "multiple_choice",
-    }
-    for cls, task in kinds.items():
+    for task, cls in task_names.model_classes().items():
         if isinstance(model, cls):
             return task
     raise BertKerasError(f"not a bert_keras model: {type(model).__name__}")
@@ -102,20 +86,11 @@ def model_variables(model) -> dict:
 
 
 def _build_model(config, task, head_kwargs, dtype):
-    from bert_keras import models
-
-    encoder = models.BertEncoder(config, dtype=dtype)
+    classes = task_names.model_classes()
+    encoder = classes[None](config, dtype=dtype)
     if task is None:
         return encoder
-    if task == "pretraining":
-        return models.BertPretrainer(encoder, **head_kwargs)
-    cls = {
-        "classification": models.BertClassifier,
-        "token_classification": models.BertTokenClassifier,
-        "span": models.BertSpanLabeler,
-        "multiple_choice": models.BertMultipleChoice,
-    }[task]
-    return cls(encoder, **head_kwargs)
+    return classes[task](encoder, **head_kwargs)
 
 
 # --------------------------------------------------------------------------- loading
@@ -125,7 +100,7 @@ def checkpoint_task(path) -> str | None:
     if raw.flavor == "bert_keras":
         return raw.meta.get("task")
     if raw.flavor == "hf":
-        by_architecture = {v: k for k, v in _HF_ARCHITECTURES.items()}
+        by_architecture = {v: k for k, v in task_names.HF_ARCHITECTURES.items()}
         for arch in raw.meta.get("architectures") or []:
             if arch in by_architecture and (by_architecture[arch] is None
                                             or _has_head(raw, by_architecture[arch])):
@@ -204,15 +179,15 @@ def load_checkpoint(path, task=None, dtype=None, **head_kwargs):
     Returns:
         The Keras model, with ``model.vocab_path`` set to the folder's vocab.txt (or None).
     """
-    if task not in (None,) + TASKS:
-        raise BertKerasError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+    if task not in (None,) + task_names.MODEL_TASKS:
+        raise BertKerasError(f"unknown task {task!r}; choose one of {', '.join(task_names.MODEL_TASKS)}")
     raw = open_checkpoint(path)
     config = raw.config
     check_vocab(raw, config)
     load_head = False
     if task is not None:
         load_head = _has_head(raw, task)
-        if task in ("classification", "token_classification") and load_head:
+        if task in task_names.CLASS_HEADS and load_head:
             stored = _checkpoint_num_classes(raw, task)
             wanted = head_kwargs.setdefault("num_classes", stored)
             if wanted != stored:
@@ -222,7 +197,7 @@ def load_checkpoint(path, task=None, dtype=None, **head_kwargs):
         elif task == "pretraining" and not load_head:
             warnings.warn(f"{raw.source}: no MLM/NSP heads in the checkpoint: new heads are initialised "
                           "(the MLM projection stays tied to the loaded embeddings)", stacklevel=2)
-        elif task in ("classification", "token_classification") and "num_classes" not in head_kwargs:
+        elif task in task_names.CLASS_HEADS and "num_classes" not in head_kwargs:
             raise BertKerasError(f"{raw.source} has no {task} head: pass num_classes")
     model = _build_model(config, task, head_kwargs, dtype)
     variables = model_variables(model)
@@ -273,7 +248,7 @@ def _copy_vocab(vocab_path, folder, config):
 
 
 def _head_config(model, task):
-    if task in ("classification", "token_classification"):
+    if task in task_names.CLASS_HEADS:
         return {"num_classes": model.num_classes, "dropout": model.dropout_rate}
     if task == "multiple_choice":
         return {"dropout": model.dropout_rate}
@@ -367,8 +342,8 @@ def _save_into(model, folder, vocab_path, flavor, lower_case, metadata):
         tensors = {k: np.ascontiguousarray(v) for k, v in tensors.items()}
         _write_safetensors(os.path.join(folder, "model.safetensors"), tensors, metadata={"format": "pt"})
         hf = config.to_flavor("huggingface")
-        hf["architectures"] = [_HF_ARCHITECTURES[task]]
-        if task in ("classification", "token_classification"):
+        hf["architectures"] = [task_names.HF_ARCHITECTURES[task]]
+        if task in task_names.CLASS_HEADS:
             n = model.num_classes
             hf["id2label"] = {str(i): f"LABEL_{i}" for i in range(n)}
             hf["label2id"] = {f"LABEL_{i}": i for i in range(n)}

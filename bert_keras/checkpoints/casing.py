@@ -83,15 +83,15 @@ def folder_name_casing(folder):
 
 def vocab_is_cased(vocab_path):
     """(cased, number of upper-case tokens, example token) of a vocab.txt."""
+    from bert_keras.text.vocab import load_vocab
+
     count, example = 0, None
-    with open(vocab_path, encoding="utf-8") as f:
-        for line in f:
-            token = line.strip()
-            if not token or _SPECIAL.match(token):
-                continue
-            if token != token.lower():
-                count += 1
-                example = example or token
+    for token in load_vocab(vocab_path):
+        if not token or _SPECIAL.match(token):
+            continue
+        if token != token.lower():
+            count += 1
+            example = example or token
     return count > 0, count, example
 
 

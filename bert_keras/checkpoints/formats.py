@@ -114,7 +114,8 @@ def _open_hf(folder):
     renamed = {_normalise_hf_name(n): n for n in shapes}
     shapes = {new: shapes[old] for new, old in renamed.items()}
     prefix = "bert." if any(n.startswith("bert.") for n in shapes) else ""
-    return RawCheckpoint("hf", config, source, folder, meta, shapes, lambda n: getter(renamed[n]), prefix)
+    return RawCheckpoint(flavor="hf", config=config, source=source, folder=folder, meta=meta, shapes=shapes,
+                         getter=lambda n: getter(renamed[n]), prefix=prefix)
 
 
 def _google_prefix(path):
@@ -144,7 +145,8 @@ def _open_google(path):
         shapes = reader.get_variable_to_shape_map()
     except Exception as e:  # noqa: BLE001 - tf raises DataLossError, NotFoundError, ...
         raise CheckpointError(f"{prefix}: not a readable TensorFlow checkpoint ({_first_line(e)})") from None
-    return RawCheckpoint("google", config, prefix, folder, meta, shapes, reader.get_tensor)
+    return RawCheckpoint(flavor="google", config=config, source=prefix, folder=folder, meta=meta,
+                         shapes=shapes, getter=reader.get_tensor)
 
 
 def check_complete(folder, meta) -> None:
@@ -180,7 +182,8 @@ def _open_ours(folder):
     if not os.path.exists(st):
         raise CheckpointError(f"{folder}: {OURS_META} found but no {WEIGHTS}")
     shapes, getter = _safetensors(st)
-    return RawCheckpoint("bert_keras", config, st, folder, meta, shapes, getter)
+    return RawCheckpoint(flavor="bert_keras", config=config, source=st, folder=folder, meta=meta,
+                         shapes=shapes, getter=getter)
 
 
 def open_checkpoint(path) -> RawCheckpoint:

@@ -14,7 +14,7 @@ import dataclasses
 
 import numpy as np
 
-TASKS = ("pretraining", "classification", "token_classification", "span", "multiple_choice")
+from bert_keras.task_names import MODEL_TASKS
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,7 +108,7 @@ def head_entries(task: str | None) -> list[Entry]:
             Entry("classifier/kernel", ("classifier.weight",), ("output_weights",), "out_proj", False),
             Entry("classifier/bias", ("classifier.bias",), ("output_bias",), "copy", False),
         ]
-    raise ValueError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+    raise ValueError(f"unknown task {task!r}; choose one of {', '.join(MODEL_TASKS)}")
 
 
 def to_ours(entry: Entry, arrays: list[np.ndarray], flavor: str) -> np.ndarray:

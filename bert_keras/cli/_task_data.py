@@ -19,12 +19,16 @@ def add_data_arguments(p):
                    help="SQuAD: train on files whose questions list several answers, using the first")
 
 
-def add_casing_arguments(p):
-    """--cased / --uncased -> args.lower_case (None: the checkpoint's casing, recorded or inferred)."""
+CHECKPOINT_CASING = ("what the checkpoint records, else inferred from Google's folder name or the "
+                     "vocabulary; the choice is printed")
+
+
+def add_casing_arguments(p, default=CHECKPOINT_CASING):
+    """--cased / --uncased -> args.lower_case (None: the casing recorded or inferred, as
+    `default` tells the user)."""
     g = p.add_mutually_exclusive_group()
     g.add_argument("--cased", dest="lower_case", action="store_false", default=None,
-                   help="tokenize without lower-casing (default: what the checkpoint records, else inferred "
-                        "from Google's folder name or the vocabulary; the choice is printed)")
+                   help=f"tokenize without lower-casing (default: {default})")
     g.add_argument("--uncased", dest="lower_case", action="store_true", default=None,
                    help="lower-case and strip accents before WordPiece")
 

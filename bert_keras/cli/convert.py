@@ -15,9 +15,10 @@ examples:
 
 import os
 
+from bert_keras.task_names import MODEL_TASKS
+
 FORMATS = ("bert_keras", "huggingface", "google")
-TASK_CHOICES = ("auto", "encoder", "pretraining", "classification", "token_classification", "span",
-                "multiple_choice")
+TASK_CHOICES = ("auto", "encoder") + MODEL_TASKS
 
 
 def add_arguments(p):

@@ -13,6 +13,8 @@ examples:
   bert-keras demo --fast
 """
 
+from bert_keras.choices import MIXED_PRECISION
+
 
 def add_arguments(p):
     p.add_argument("--out", default="runs/demo", help="output folder (default: runs/demo)")
@@ -20,7 +22,7 @@ def add_arguments(p):
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--learning-rate", type=float, default=5e-5)
-    p.add_argument("--mixed-precision", choices=("none", "bf16", "fp16"), default="none")
+    p.add_argument("--mixed-precision", choices=tuple(MIXED_PRECISION), default="none")
     p.add_argument("--no-export", action="store_true", help="skip the SavedModel/TFLite export")
 
 

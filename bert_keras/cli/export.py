@@ -35,11 +35,9 @@ examples:
 
 import json
 
+from bert_keras.choices import CALIBRATED, QUANTIZE
 from bert_keras.cli._task_data import add_casing_arguments
 
-# = bert_keras.export.tflite.QUANTIZE (tests/test_cli.py checks), kept here so that
-# `bert-keras --help` does not import TensorFlow.
-QUANTIZE = ("none", "float16", "dynamic", "int8", "int8_mixed")
 
 
 def add_arguments(p):
@@ -79,7 +77,7 @@ def _calibration(path):
 def run(args) -> int:
     from bert_keras.errors import BertKerasError
 
-    if args.format == "tflite" and args.quantize in ("int8", "int8_mixed") and not args.calibration_file:
+    if args.format == "tflite" and args.quantize in CALIBRATED and not args.calibration_file:
         raise BertKerasError(f"--quantize {args.quantize} needs --calibration-file (real sentences of the "
                              "task's kind, one a line)")
     if args.format == "saved_model":

@@ -23,6 +23,7 @@ examples:
 
 import json
 
+from bert_keras.choices import MIXED_PRECISION
 from bert_keras.cli._task_data import add_casing_arguments, add_data_arguments, read_task_file
 
 
@@ -44,7 +45,7 @@ def add_arguments(p):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--warmup-fraction", type=float, default=0.1)
-    p.add_argument("--mixed-precision", choices=("none", "bf16", "fp16"), default="none")
+    p.add_argument("--mixed-precision", choices=tuple(MIXED_PRECISION), default="none")
     add_casing_arguments(p)
     add_data_arguments(p)
 

@@ -40,6 +40,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from bert_keras.choices import MIXED_PRECISION
+
 # flag -> PretrainConfig field (same meaning); None values are "not given".
 _FLAGS = {
     "init": dict(metavar="CHECKPOINT", help="continue pre-training from a checkpoint folder (Google TF1, Hugging "
@@ -77,7 +79,7 @@ _FLAGS = {
     "weight_decay": dict(type=float, metavar="W"),
     "strategy": dict(choices=["auto", "cpu", "gpu", "mirrored", "multiworker", "tpu"]),
     "tpu": dict(metavar="NAME", help="TPU name or grpc:// address; 'local' on a TPU VM"),
-    "mixed_precision": dict(choices=["none", "bf16", "fp16"]),
+    "mixed_precision": dict(choices=list(MIXED_PRECISION)),
     "steps_per_call": dict(type=int, metavar="N", help="optimiser steps per tf.function call (TPU: 100+)"),
     "log_every": dict(type=int, metavar="N"),
     "checkpoint_every": dict(type=int, metavar="N"),

@@ -16,17 +16,14 @@ from __future__ import annotations
 
 import sys
 
+from bert_keras.cli._task_data import add_casing_arguments
 from bert_keras.errors import BertKerasError
 
 
 def add_arguments(parser):
     parser.add_argument("--vocab", required=True, metavar="V", help="WordPiece vocabulary file (one token per line)")
-    casing = parser.add_mutually_exclusive_group()
-    casing.add_argument("--cased", dest="lower_case", action="store_false", default=None,
-                        help="keep case and accents (default: the vocabulary folder's recorded casing, else "
-                             "inferred from the vocabulary: upper-case tokens mean cased; the choice goes to stderr)")
-    casing.add_argument("--uncased", dest="lower_case", action="store_true", default=None,
-                        help="lower-case and strip accents")
+    add_casing_arguments(parser, default="the vocabulary folder's recorded casing, else inferred from the "
+                                         "vocabulary: upper-case tokens mean cased; the choice goes to stderr")
     parser.add_argument(
         "--max-chars-per-word", type=int, default=200, metavar="N",
         help="longer words become [UNK] (Google: 200, Hugging Face: 100; default 200)",

@@ -27,6 +27,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_keras.errors import DataError
+from bert_keras.text.vocab import load_vocab, token_ids
 
 logger = logging.getLogger("bert_keras.data")
 
@@ -196,7 +197,10 @@ def read_documents(paths):
 
 
 def read_vocab(vocab_path):
-    """Reads a WordPiece vocabulary (one token a line, id = line number).
+    """Reads a WordPiece vocabulary: (tokens by id, token -> id).
+
+    `text.vocab.load_vocab` and `token_ids`, so a token on two lines has the
+    id of the last one, as in Google's `load_vocab` and in `BertTokenizer`.
 
     Raises:
       DataError: missing file, or one of `[CLS] [SEP] [PAD] [MASK]` absent.
@@ -204,12 +208,8 @@ def read_vocab(vocab_path):
     vocab_path = str(vocab_path)
     if not tf.io.gfile.exists(vocab_path):
         raise DataError(f"vocabulary file not found: {vocab_path}")
-    with tf.io.gfile.GFile(vocab_path, "rb") as f:
-        # Google's load_vocab: one token a line, stripped.
-        vocab = [line.decode("utf-8", "ignore").strip() for line in f.read().splitlines()]
-    index = {}
-    for i, token in enumerate(vocab):
-        index.setdefault(token, i)
+    vocab = load_vocab(vocab_path)
+    index = token_ids(vocab)
     for token in ("[CLS]", "[SEP]", "[PAD]", "[MASK]"):
         if token not in index:
             raise DataError(f"vocabulary file has no {token} token: {vocab_path}")

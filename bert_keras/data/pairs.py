@@ -34,8 +34,7 @@ Why Python rather than TF ops: a pair is five integers into the corpus's flat
 id array (A start/length, B start/length, label), because A and B are runs of
 consecutive sentences.  Choosing them is a short sequential loop per document
 (with "put back", the next chunk depends on the previous random draw), which
-is clumsy and no faster as graph code; in Python it produces well over 10^5
-pairs a second, and packing them into `[CLS] A [SEP] B [SEP]` rows is one
+is clumsy and no faster as graph code, and packing them into `[CLS] A [SEP] B [SEP]` rows is one
 vectorised numpy gather (`pack`).  Tokenization and masking, the heavy parts,
 stay TensorFlow ops.
 """
@@ -46,6 +45,8 @@ import bisect
 import dataclasses
 
 import numpy as np
+
+from bert_keras.text.packing import kept_lengths, pack_flat
 
 
 @dataclasses.dataclass
@@ -71,32 +72,22 @@ class PairPlan:
 
     def take(self, index):
         """The pairs at `index` (an int array or slice), in that order."""
-        return PairPlan(self.a_start[index], self.a_length[index], self.b_start[index],
-                        self.b_length[index], self.not_next[index], self.truncated)
+        return PairPlan(a_start=self.a_start[index], a_length=self.a_length[index],
+                        b_start=self.b_start[index], b_length=self.b_length[index],
+                        not_next=self.not_next[index], truncated=self.truncated)
 
 
 def truncation(a_length, b_length, max_tokens):
     """How many tokens Google's longest-first truncation removes from A and B.
 
     Google removes one token at a time from the longer segment (from B when
-    they are equal) until the pair fits.  In closed form: the longer one is cut
-    down to the other's length, then the remaining excess alternates starting
-    with B.
+    they are equal) until the pair fits; the rule is `text.packing.kept_lengths`.
 
     Returns:
       (removed from A, removed from B).
     """
-    excess = a_length + b_length - max_tokens
-    if excess <= 0:
-        return 0, 0
-    first = min(excess, abs(a_length - b_length))
-    rest = excess - first
-    cut_a, cut_b = rest // 2, rest - rest // 2
-    if a_length > b_length:
-        cut_a += first
-    else:
-        cut_b += first
-    return cut_a, cut_b
+    kept_a, kept_b = kept_lengths(a_length, b_length, max_tokens)
+    return a_length - kept_a, b_length - kept_b
 
 
 def plan_pairs(corpus, max_tokens, short_seq_prob, rng, document_order=None):
@@ -172,13 +163,13 @@ def plan_pairs(corpus, max_tokens, short_seq_prob, rng, document_order=None):
                 chunk = i + 1
             i += 1
 
-    return PairPlan(np.array(a_start, np.int64), np.array(a_length, np.int64),
-                    np.array(b_start, np.int64), np.array(b_length, np.int64),
-                    np.array(not_next, np.int32), truncated)
+    return PairPlan(a_start=np.array(a_start, np.int64), a_length=np.array(a_length, np.int64),
+                    b_start=np.array(b_start, np.int64), b_length=np.array(b_length, np.int64),
+                    not_next=np.array(not_next, np.int32), truncated=truncated)
 
 
 def pack(ids, plan, seq_len, cls_id, sep_id, pad_id):
-    """`[CLS] A [SEP] B [SEP]` rows, padded (numpy, vectorised).
+    """`[CLS] A [SEP] B [SEP]` rows, padded (numpy, vectorised: `text.packing.pack_flat`).
 
     Args:
       ids: int32 [T], the corpus ids.
@@ -188,18 +179,6 @@ def pack(ids, plan, seq_len, cls_id, sep_id, pad_id):
     Returns:
       token_ids int32 [N, L], segment_ids int32 [N, L], padding_mask int32 [N, L].
     """
-    j = np.arange(seq_len, dtype=np.int64)[None, :]
-    la = plan.a_length[:, None]
-    lb = plan.b_length[:, None]
-    in_a = (j >= 1) & (j <= la)
-    in_b = (j >= la + 2) & (j <= la + lb + 1)
-    index = np.where(in_a, plan.a_start[:, None] + j - 1,
-                     np.where(in_b, plan.b_start[:, None] + j - la - 2, 0))
-    tokens = np.where(in_a | in_b, ids[index] if len(ids) else 0, pad_id)
-    tokens = np.where((j == la + 1) | (j == la + lb + 2), sep_id, tokens)
-    tokens[:, 0] = cls_id
-    length = la + lb + 3
-    padding_mask = j < length
-    segment_ids = (j >= la + 2) & padding_mask
-    return (tokens.astype(np.int32), segment_ids.astype(np.int32),
-            padding_mask.astype(np.int32))
+    packed = pack_flat(ids, plan.a_start, plan.a_length, plan.b_start, plan.b_length, seq_len=seq_len,
+                       cls_id=cls_id, sep_id=sep_id, pad_id=pad_id)
+    return packed["token_ids"], packed["segment_ids"], packed["padding_mask"]

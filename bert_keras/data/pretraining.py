@@ -110,36 +110,13 @@ def pretraining_dataset(files, vocab_path, seq_len=128, max_predictions=20, batc
         vocabulary, or files holding no text.
       ValueError: inconsistent sizes.
     """
-    if seq_len < 5:
-        raise ValueError(f"seq_len must be at least 5 ([CLS] A [SEP] B [SEP]), got {seq_len}")
-    if not 1 <= max_predictions <= seq_len:
-        raise ValueError(f"max_predictions must be in [1, seq_len={seq_len}], got {max_predictions}")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
-    if not 0.0 < masked_lm_prob <= 1.0:
-        raise ValueError(f"masked_lm_prob must be in (0, 1], got {masked_lm_prob}")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
-                             or seed < 0):
-        raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
-    passes = None if repeat is True else (1 if repeat is False else int(repeat))
-    if passes is not None and passes < 1:
-        raise ValueError(f"repeat must be True, False or a positive int, got {repeat}")
-
+    passes = _check_arguments(seq_len, max_predictions, batch_size, masked_lm_prob, seed, repeat)
     stats = stats if stats is not None else PretrainingStats()
     all_files = corpus_lib.resolve_files(files)
     vocab, index = corpus_lib.read_vocab(vocab_path)
     tokenizer = corpus_lib.make_tokenizer(vocab_path, lower_case)
 
-    num_shards = input_context.num_input_pipelines if input_context is not None else 1
-    shard = input_context.input_pipeline_id if input_context is not None else 0
-    shard_files = num_shards > 1 and len(all_files) >= num_shards
-    shard_examples = num_shards > 1 and not shard_files
-    if shard_files:
-        all_files = all_files[shard::num_shards]
-    if shard_examples and seed is None:
-        raise DataError(f"{len(all_files)} pre-training file(s) for {num_shards} input pipelines: "
-                        f"pass seed= so all pipelines shard the same examples, or split the "
-                        f"corpus into at least {num_shards} files")
+    all_files, shard, num_shards, shard_examples = _shard(all_files, input_context, seed)
 
     stream = _ExampleStream(
         files=all_files, tokenizer=tokenizer, index=index, seq_len=seq_len,
@@ -180,6 +157,46 @@ def pretraining_dataset(files, vocab_path, seq_len=128, max_predictions=20, batc
     dataset = dataset.prefetch(tf.data.AUTOTUNE)
     dataset.stats = stats
     return dataset
+
+
+def _check_arguments(seq_len, max_predictions, batch_size, masked_lm_prob, seed, repeat):
+    """Raises ValueError for inconsistent sizes; returns the number of passes (None: endless)."""
+    if seq_len < 5:
+        raise ValueError(f"seq_len must be at least 5 ([CLS] A [SEP] B [SEP]), got {seq_len}")
+    if not 1 <= max_predictions <= seq_len:
+        raise ValueError(f"max_predictions must be in [1, seq_len={seq_len}], got {max_predictions}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    if not 0.0 < masked_lm_prob <= 1.0:
+        raise ValueError(f"masked_lm_prob must be in (0, 1], got {masked_lm_prob}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, (int, np.integer))
+                             or seed < 0):
+        raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
+    passes = None if repeat is True else (1 if repeat is False else int(repeat))
+    if passes is not None and passes < 1:
+        raise ValueError(f"repeat must be True, False or a positive int, got {repeat}")
+
+    return passes
+
+
+def _shard(all_files, input_context, seed):
+    """(this pipeline's files, shard index, number of shards, whether examples are sharded).
+
+    Files are split between the input pipelines when there are enough of them;
+    otherwise every pipeline reads every file and keeps every num_shards-th
+    example, which needs the same seed everywhere.
+    """
+    num_shards = input_context.num_input_pipelines if input_context is not None else 1
+    shard = input_context.input_pipeline_id if input_context is not None else 0
+    shard_files = num_shards > 1 and len(all_files) >= num_shards
+    shard_examples = num_shards > 1 and not shard_files
+    if shard_files:
+        all_files = all_files[shard::num_shards]
+    if shard_examples and seed is None:
+        raise DataError(f"{len(all_files)} pre-training file(s) for {num_shards} input pipelines: "
+                        f"pass seed= so all pipelines shard the same examples, or split the "
+                        f"corpus into at least {num_shards} files")
+    return all_files, shard, num_shards, shard_examples
 
 
 class _ExampleStream:

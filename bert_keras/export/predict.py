@@ -17,6 +17,7 @@ import numpy as np
 
 from bert_keras.errors import BertKerasError
 from bert_keras.export.spec import read_spec
+from bert_keras.text.vocab import load_vocab, token_ids
 
 
 def _softmax_dict(labels, probs):
@@ -116,15 +117,15 @@ class Predictor:
 
 def _read_vocab_file(path):
     if path and os.path.exists(path):
-        with open(path, encoding="utf-8") as f:
-            return [line.rstrip("\n") for line in f]
+        return load_vocab(path)
     return None
 
 
 def _with_ids(spec, vocab):
     spec = dict(spec)
-    if vocab and "[SEP]" in vocab:
-        spec["sep_id"] = len(vocab) - 1 - vocab[::-1].index("[SEP]")  # the last duplicate wins, as in Google's dict
+    sep_id = token_ids(vocab).get("[SEP]") if vocab else None
+    if sep_id is not None:
+        spec["sep_id"] = sep_id
     return spec
 
 

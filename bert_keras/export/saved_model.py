@@ -37,6 +37,7 @@ import os
 
 import tensorflow as tf
 
+from bert_keras import _private_api
 from bert_keras.export import heads
 from bert_keras.export.spec import SPEC_FILE, check_out_dir, may_replace_export, resolve, write_spec
 from bert_keras.layers import unpadded
@@ -118,7 +119,7 @@ def _write_archive(path, model, endpoints, assets=()):
     # the SavedModel (Keras 3.15).
     for name, value in assets:
         # tracked assets are copied into assets/ and their paths rewritten on load
-        setattr(archive._tf_trackable, name, value)
+        setattr(_private_api.archive_trackable(archive), name, value)
     for name, fn, signature in endpoints:
         archive.add_endpoint(name=name, fn=fn, input_signature=signature)
     archive.write_out(path, verbose=False)

@@ -18,23 +18,10 @@ import shutil
 import warnings
 
 from bert_keras.errors import BertKerasError
+from bert_keras.task_names import CLASS_HEADS, FINETUNE_TASKS, SERVABLE
 from bert_keras.utils import write_json
 
 SPEC_FILE = "bert_keras_export.json"
-
-# Checkpoint task names (bert_keras.checkpoints.TASKS) that can be served.
-SERVABLE = ("classification", "token_classification", "span", "multiple_choice")
-
-# Fine-tuning task names (finetuning metadata) -> checkpoint task names.
-_FINETUNE_TASKS = {
-    "classification": "classification",
-    "regression": "classification",
-    "ner": "token_classification",
-    "squad": "span",
-    "squad2": "span",
-    "multiple-choice": "multiple_choice",
-}
-
 
 @dataclasses.dataclass
 class ExportSpec:
@@ -99,7 +86,7 @@ def _model_task(model) -> str:
 
 
 def _num_outputs(model, task) -> int:
-    if task in ("classification", "token_classification"):
+    if task in CLASS_HEADS:
         return int(model.num_classes)
     return 2 if task == "span" else 1
 
@@ -113,7 +100,7 @@ def load_for_export(model_dir):
     raw = open_checkpoint(model_dir)
     meta = raw.meta if isinstance(raw.meta, dict) else {}
     metadata = (meta.get("metadata") or {}) if raw.flavor == "bert_keras" else {}
-    task = _FINETUNE_TASKS.get(metadata.get("task")) or checkpoint_task(model_dir)
+    task = FINETUNE_TASKS.get(metadata.get("task")) or checkpoint_task(model_dir)
     if task not in SERVABLE:
         raise BertKerasError(f"{model_dir}: the folder holds a {task or 'bare encoder'} model; export needs a "
                              f"fine-tuned task model ({', '.join(SERVABLE)})")
@@ -156,7 +143,7 @@ def resolve(model_dir_or_model, max_seq_len=None, pair=None, vocab_path=None, lo
     regression = task == "classification" and (num_outputs == 1 or metadata.get("task") == "regression")
     if labels is None:
         labels = metadata.get("labels")
-    if task in ("classification", "token_classification") and not regression:
+    if task in CLASS_HEADS and not regression:
         labels = [str(x) for x in labels] if labels else [str(i) for i in range(num_outputs)]
         if len(labels) != num_outputs:
             raise BertKerasError(f"{source}: {len(labels)} label names for a head with {num_outputs} outputs")

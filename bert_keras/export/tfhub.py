@@ -44,7 +44,7 @@ import os
 import tensorflow as tf
 
 from bert_keras.errors import BertKerasError
-from bert_keras.text.packing import truncated_lengths
+from bert_keras.text.packing import pack_ragged
 
 PREPROCESSOR = "preprocessor"
 ENCODER = "encoder"
@@ -69,28 +69,10 @@ def bert_pack_inputs(segments, seq_length, cls_id, sep_id, pad_id):
     for s in segments:
         if not isinstance(s, tf.RaggedTensor):
             raise TypeError(f"bert_pack_inputs expects ragged tensors, got {type(s).__name__}")
-        s = s.merge_dims(-2, -1) if s.ragged_rank == 2 else s
-        segs.append(tf.cast(s, tf.int32))
-    seq_length = tf.cast(seq_length, tf.int64)
-    budget = tf.maximum(seq_length - (len(segs) + 1), 0)
-    lengths = [s.row_lengths() for s in segs]
-    keep = [tf.minimum(lengths[0], budget)] if len(segs) == 1 else list(truncated_lengths(*lengths, budget))
-    batch = segs[0].nrows()
-    cls = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], tf.constant(cls_id, tf.int32)))
-    sep = tf.RaggedTensor.from_tensor(tf.fill([batch, 1], tf.constant(sep_id, tf.int32)))
-    parts, types = [cls], [tf.zeros_like(cls)]
-    for i, (s, k) in enumerate(zip(segs, keep)):
-        kept = tf.ragged.boolean_mask(s, tf.ragged.range(s.row_lengths()) < k[:, None])
-        piece = tf.concat([kept, sep], axis=1)
-        parts.append(piece)
-        types.append(tf.ones_like(piece) * i)
-    words = tf.concat(parts, axis=1)
-    shape = tf.stack([batch, seq_length])
-    return {
-        "input_word_ids": words.to_tensor(default_value=pad_id, shape=shape),
-        "input_mask": tf.ones_like(words).to_tensor(default_value=0, shape=shape),
-        "input_type_ids": tf.concat(types, axis=1).to_tensor(default_value=0, shape=shape),
-    }
+        segs.append(s.merge_dims(-2, -1) if s.ragged_rank == 2 else s)
+    packed = pack_ragged(segs, seq_length, cls_id=cls_id, sep_id=sep_id, pad_id=pad_id)
+    return {"input_word_ids": packed["token_ids"], "input_mask": packed["padding_mask"],
+            "input_type_ids": packed["segment_ids"]}
 
 
 def _special_ids(tok):

@@ -36,14 +36,13 @@ import os
 import shutil
 import tempfile
 
-import numpy as np
 import tensorflow as tf
 
 from bert_keras.errors import BertKerasError
 from bert_keras.export import heads
 from bert_keras.export.spec import check_out_dir, keep_other_variants, may_replace_export, resolve, write_spec
 from bert_keras.export.tflite_convert import (CALIBRATED, MIXED_FLOAT_NODES, QUANTIZE, _convert, _converter,
-                                              _matching_nodes, _quantize, assert_builtin_only, attention_masking,
+                                              _quantize, assert_builtin_only, attention_masking,
                                               builtin_only, op_names)
 from bert_keras.export.tflite_runtime import TFLiteModel, file_size_mb, latency_ms
 from bert_keras.export.tflite_text import CodepointTokenizer, codepoints
@@ -155,7 +154,8 @@ def _export_files(model, spec, out_dir, quantize, calibration_texts, text_model,
 
     text_path = None
     if text_model:
-        packer = CodepointTokenizer(spec.vocab_path, spec.lower_case, L, n_cp, max_chars_per_word)
+        packer = CodepointTokenizer(vocab_path=spec.vocab_path, lower_case=spec.lower_case, seq_len=L,
+                                    max_codepoints=n_cp, max_chars_per_word=max_chars_per_word)
 
         def featurize(text, text_b=None):
             if not mc:
@@ -263,7 +263,8 @@ def export_tokenizer_tflite(vocab_path, path, lower_case=True, seq_len=128, max_
     ids.  Returns path.
     """
     n_cp = int(max_codepoints or default_max_codepoints(seq_len))
-    tok = CodepointTokenizer(vocab_path, lower_case, seq_len, n_cp, max_chars_per_word)
+    tok = CodepointTokenizer(vocab_path=vocab_path, lower_case=lower_case, seq_len=seq_len,
+                             max_codepoints=n_cp, max_chars_per_word=max_chars_per_word)
     sig = [tf.TensorSpec([None, n_cp], tf.int32, name="codepoints")]
     if pair:
         sig.append(tf.TensorSpec([None, n_cp], tf.int32, name="codepoints_b"))

@@ -18,10 +18,10 @@ import re
 
 import tensorflow as tf
 
+from bert_keras import _private_api
+from bert_keras.choices import CALIBRATED, QUANTIZE  # noqa: F401 - re-exported by export.tflite
 from bert_keras.errors import BertKerasError
 
-QUANTIZE = ("none", "float16", "dynamic", "int8", "int8_mixed")
-CALIBRATED = ("int8", "int8_mixed")
 # "int8_mixed" keeps these ops float (regular expressions over the converted
 # ops' output tensor names, which follow the Keras layer names): the residual
 # adds of every block, every LayerNorm (its statistics and its affine output,
@@ -73,18 +73,16 @@ def _convert(conv, what, float_nodes=None):
     try:
         if not float_nodes:
             return conv.convert()
-        conv._experimental_calibrate_only = True  # min/max recorded, nothing quantised yet
+        _private_api.set_calibrate_only(conv)  # min/max recorded, nothing quantised yet
         calibrated = conv.convert()
         keep = _matching_nodes(calibrated, float_nodes)
         missing = [r for r in float_nodes if not any(re.search(r, n) for n in keep)]
         if missing:
             raise BertKerasError(f"TFLite conversion of {what}: no op matches {missing[0]!r} (layer names changed?)")
-        from tensorflow.lite.python import convert as tflite_convert
-
         # the converter's own full-integer quantiser, per-channel weights, with
         # these ops denylisted (left float, with quantize/dequantize around them)
-        return tflite_convert.mlir_quantize(calibrated, denylisted_nodes=keep)
-    except BertKerasError:
+        return _private_api.mlir_quantize(calibrated, denylisted_nodes=keep)
+    except BertKerasError:  # PrivateAPIError included
         raise
     except Exception as e:  # noqa: BLE001 - converter errors are long; keep the first line
         raise BertKerasError(f"TFLite conversion of {what} failed: {str(e).strip().splitlines()[0]}") from e
@@ -96,7 +94,7 @@ def _matching_nodes(content, patterns):
 
     interpreter = Interpreter(model_content=content)
     names = {t["index"]: t["name"] for t in interpreter.get_tensor_details()}
-    return sorted({names[i] for op in interpreter._get_ops_details() for i in op["outputs"]
+    return sorted({names[i] for op in _private_api.ops_details(interpreter) for i in op["outputs"]
                    if any(re.search(p, names[i]) for p in patterns)})
 
 
@@ -114,7 +112,7 @@ def attention_masking(model, masking):
 
     if masking not in MASKINGS:
         raise BertKerasError(f"masking={masking!r}; choose one of {', '.join(MASKINGS)}")
-    layers = [layer for layer in model._flatten_layers(include_self=False, recursive=True)
+    layers = [layer for layer in _private_api.flatten_layers(model)
               if isinstance(layer, BertSelfAttention)]
     before = [layer.masking for layer in layers]
     for layer in layers:
@@ -141,13 +139,12 @@ def op_names(path_or_content) -> list:
         interpreter = Interpreter(model_content=bytes(path_or_content))
     else:
         interpreter = Interpreter(model_path=os.fspath(path_or_content))
-    return sorted({op["op_name"] for op in interpreter._get_ops_details()})
+    return sorted({op["op_name"] for op in _private_api.ops_details(interpreter)})
 
 
 def assert_builtin_only(content, what):
     """Raises BertKerasError when a converted file holds a custom or Flex op."""
-    from tensorflow.lite.python import schema_py_generated as schema
-
+    schema = _private_api.tflite_schema()
     model = schema.ModelT.InitFromObj(schema.Model.GetRootAsModel(bytes(content), 0))
     builtin = {v for k, v in vars(schema.BuiltinOperator).items() if not k.startswith("_") and k != "CUSTOM"}
     custom = [c.customCode.decode() if isinstance(c.customCode, bytes) else str(c.customCode)

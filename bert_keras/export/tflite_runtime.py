@@ -10,7 +10,6 @@ import numpy as np
 from bert_keras.errors import BertKerasError
 from bert_keras.export.spec import read_spec
 
-CODEPOINT_INPUTS = ("codepoints", "codepoints_b")
 _TFTEXT_OPS = (b"FastWordpieceTokenize", b"FastBertNormalize")
 
 

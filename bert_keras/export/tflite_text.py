@@ -306,32 +306,13 @@ class CodepointTokenizer(tf.Module):
 
         Keys "token_ids", "segment_ids", "padding_mask", as Google packs them.
         """
-        from bert_keras.text.packing import truncated_lengths
+        from bert_keras.text.packing import pack_dense
 
-        L, trie = self.seq_len, self.trie
-        j = tf.range(L, dtype=tf.int32)[None, :]
+        trie = self.trie
         ids_a, len_a = self.ids(codepoints)
-        if codepoints_b is None:
-            keep_a = tf.minimum(len_a, L - 2)[:, None]
-            keep_b = tf.zeros_like(keep_a)
-        else:
-            ids_b, len_b = self.ids(codepoints_b)
-            keep_a, keep_b = truncated_lengths(len_a, len_b, L - 3)
-            keep_a, keep_b = keep_a[:, None], keep_b[:, None]
-        tokens = tf.where((j >= 1) & (j <= keep_a), _take(ids_a, j - 1 + tf.zeros_like(keep_a)), 0)
-        tokens = tf.where(tf.equal(j, 0), trie.cls_id, tokens)
-        tokens = tf.where(tf.equal(j, keep_a + 1), trie.sep_id, tokens)
-        end = keep_a + 2  # length of [CLS] A [SEP]
-        segment = tf.zeros_like(tokens)
+        take_b = len_b = None
         if codepoints_b is not None:
-            in_b = (j >= end) & (j < end + keep_b)
-            tokens = tf.where(in_b, _take(ids_b, j - end), tokens)
-            tokens = tf.where(tf.equal(j, end + keep_b), trie.sep_id, tokens)
-            # 0/1 by integer clipping, not a cast of a boolean: the converter
-            # folds `cast(bool) < 0` (the embedding lookup's index check) into
-            # a boolean zeros_like that TFLite has no kernel for.
-            segment = tf.clip_by_value(j - end + 1, 0, 1) * tf.clip_by_value(end + keep_b - j + 1, 0, 1)
-            end = end + keep_b + 1
-        mask = tf.clip_by_value(end - j, 0, 1)
-        tokens = tf.where(mask > 0, tokens, trie.pad_id)
-        return {"token_ids": tokens, "segment_ids": segment, "padding_mask": mask}
+            ids_b, len_b = self.ids(codepoints_b)
+            take_b = lambda offsets, valid: _take(ids_b, offsets)  # noqa: E731
+        return pack_dense(lambda offsets, valid: _take(ids_a, offsets), len_a, take_b, len_b,
+                          seq_len=self.seq_len, cls_id=trie.cls_id, sep_id=trie.sep_id, pad_id=trie.pad_id)

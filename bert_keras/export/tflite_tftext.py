@@ -80,33 +80,13 @@ class DenseTextPacker(tf.Module):
 
     def __call__(self, text, text_b=None):
         """text (and text_b): tf.string [B] -> dict of int32 [B, seq_len]."""
-        from bert_keras.text.packing import truncated_lengths
+        from bert_keras.text.packing import pack_dense
 
-        L = self.seq_len
-        j = tf.range(L, dtype=tf.int32)[None, :]
         values_a, start_a, len_a = self._flat(text)
-        if text_b is None:
-            keep_a = tf.minimum(len_a, L - 2)[:, None]
-            keep_b = tf.zeros_like(keep_a)
-        else:
-            values_b, start_b, len_b = self._flat(text_b)
-            keep_a, keep_b = truncated_lengths(len_a, len_b, L - 3)
-            keep_a, keep_b = keep_a[:, None], keep_b[:, None]
-        in_a = (j >= 1) & (j <= keep_a)
-        tokens = self._take(values_a, start_a, j - 1, in_a)
-        tokens = tf.where(j == 0, self.cls_id, tokens)
-        tokens = tf.where(j == keep_a + 1, self.sep_id, tokens)
-        end = keep_a + 2  # length of [CLS] A [SEP]
-        segment = tf.zeros_like(tokens)
+        take_b = len_b = None
         if text_b is not None:
-            in_b = (j >= end) & (j < end + keep_b)
-            tokens = tf.where(in_b, self._take(values_b, start_b, j - end, in_b), tokens)
-            tokens = tf.where(j == end + keep_b, self.sep_id, tokens)
-            # 0/1 by integer clipping, not a cast of a boolean: the converter
-            # folds `cast(bool) < 0` (the embedding lookup's index check) into
-            # a boolean zeros_like that TFLite has no kernel for.
-            segment = tf.clip_by_value(j - end + 1, 0, 1) * tf.clip_by_value(end + keep_b - j + 1, 0, 1)
-            end = end + keep_b + 1
-        mask = tf.clip_by_value(end - j, 0, 1)
-        tokens = tf.where(mask > 0, tokens, self.pad_id)
-        return {"token_ids": tokens, "segment_ids": segment, "padding_mask": mask}
+            values_b, start_b, len_b = self._flat(text_b)
+            take_b = lambda offsets, valid: self._take(values_b, start_b, offsets, valid)  # noqa: E731
+        return pack_dense(lambda offsets, valid: self._take(values_a, start_a, offsets, valid), len_a,
+                          take_b, len_b, seq_len=self.seq_len, cls_id=self.cls_id, sep_id=self.sep_id,
+                          pad_id=self.pad_id)

@@ -10,43 +10,19 @@ def gelu(x):
     float32 inputs take `keras.ops.gelu`.  bfloat16/float16 inputs are computed in
     float32: on CPU, element-wise bf16 math is emulated, and the erf form's ten
     element-wise ops (forward and autodiff backward, one pass over [B, L, 4H] each)
-    made GELU 15% of a bf16 BERT training step.  On TensorFlow, the forward and a
+    dominate a bf16 step otherwise.  On TensorFlow, the forward and a
     hand-written backward are one XLA loop each; elsewhere a hand-written gradient
-    reuses the forward's Phi(x) (1.7x).  Inference on packed tokens
+    reuses the forward's Phi(x).  Inference on packed tokens
     (`bert_keras.layers.unpadded`), whose shapes change with every batch, takes the
     latter too: an XLA kernel would be compiled again for every new shape.
     """
     if keras.backend.standardize_dtype(x.dtype) == "float32":
         return ops.gelu(x, approximate=False)
-    from bert_keras.layers import unpadded
+    from bert_keras.layers import fused, unpadded
 
     if keras.backend.backend() == "tensorflow" and not unpadded.ACTIVE:
-        return _fused_gelu_tf()(x)
+        return fused.gelu(x)
     return _gelu_in_float32(x)
-
-
-def _fused_gelu_tf():
-    import tensorflow as tf
-
-    from bert_keras.layers.fused import _compiled
-
-    def forward(x):
-        return tf.cast(tf.nn.gelu(tf.cast(x, tf.float32), approximate=False), x.dtype)
-
-    def backward(x, dy):  # d/dx x Phi(x) = Phi(x) + x phi(x), in float32
-        xf = tf.cast(x, tf.float32)
-        return tf.cast(tf.cast(dy, tf.float32) * (_normal_cdf(xf) + xf * _normal_pdf(xf)), x.dtype)
-
-    # The gradient written out as one XLA kernel: autodiff of the XLA forward made a
-    # backward three times slower than this one (21 vs 11 ms fwd+bwd on [16, 128, 3072]).
-    @tf.custom_gradient
-    def fused(x):
-        def grad(dy):
-            return _compiled("gelu_backward", backward)(x, dy)
-
-        return _compiled("gelu", forward)(x), grad
-
-    return fused
 
 
 def _normal_cdf(x):

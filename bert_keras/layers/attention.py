@@ -101,7 +101,7 @@ class BertSelfAttention(keras.layers.Layer):
         """[B, L, 3H] fused projections -> [B, L, H] context (before the output dense)."""
         batch, length = ops.shape(qkv)[0], ops.shape(qkv)[1]
         # Split, not index: the gradient of a split is one concat, while each indexed
-        # slice's gradient is a zero-filled [B, L, 3, N, D] copy (12% of a training step).
+        # slice's gradient is a zero-filled [B, L, 3, N, D] copy.
         q, k, v = (ops.reshape(part, (batch, length, self.num_heads, self.head_size))
                    for part in ops.split(qkv, 3, axis=-1))
         q = q * ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)

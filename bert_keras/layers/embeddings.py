@@ -61,13 +61,9 @@ class BertEmbeddings(keras.layers.Layer):
             x = (self.token_embedding(packing.gather(token_ids)) + self.segment_embedding(packing.gather(segment_ids))
                  + ops.cast(positions, self.compute_dtype))
             return self.dropout(self.layer_norm(x), training=training)
+        if fused.use_fused_training(self, training):
+            return fused.embeddings_forward(self, token_ids, segment_ids)
         seq_len = ops.shape(token_ids)[1]
-        if fused.use_fused_training(self, training):  # sum, LayerNorm and dropout: one XLA kernel
-            return fused.embeddings_layer_norm_dropout(
-                self.token_embedding(token_ids), self.segment_embedding(segment_ids),
-                self.position_embeddings.value[:seq_len], self.layer_norm.gamma.value,
-                self.layer_norm.beta.value, self.layer_norm.epsilon,
-                *fused.dropout_mask_args(self.dropout, ops.shape(token_ids) + (self.hidden_size,)))
         positions = ops.cast(self.position_embeddings[:seq_len], self.compute_dtype)
         x = self.token_embedding(token_ids) + self.segment_embedding(segment_ids) + positions[None]
         return self.dropout(self.layer_norm(x), training=training)

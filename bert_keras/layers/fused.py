@@ -8,19 +8,24 @@ as many again: together they cost more than the matmuls.  Each function here is 
 ``tf.function(jit_compile=True)``, so XLA fuses the chain into one kernel forward and
 one backward (TensorFlow compiles the gradient of an XLA function with XLA too).
 The matmuls and their bias adds stay outside, in oneDNN and TensorFlow kernels: XLA's CPU
-matmuls are slower, and XLA's CPU reductions over the token axis (a bias gradient) were
-ten times slower than TensorFlow's ``BiasAddGrad``.
+matmuls and its CPU reductions over the token axis (a bias gradient) are slower than
+TensorFlow's (docs/design.md, "Measured choices").
 
 Only the training path of bf16/fp16 models uses these (see `use_fused_training`);
 float32 models, inference and exports run the plain Keras layers, so their numbers are
 untouched.  Rounding follows the unfused path: dropout and residual adds in
 the compute dtype, LayerNorm statistics, GELU and softmax in float32.  Dropout masks
-come from `bert_keras.layers.dropout.random_bits_tf` (drawn outside, applied inside).
+come from `random_bits_tf` (drawn outside, applied inside); `dropout_tf`, the
+`bert_keras.layers.Dropout` training path, applies them the same way.
 """
 
-import contextlib
+import math
+import sys
 
 import keras
+
+from bert_keras import _private_api
+from bert_keras.utils import temporarily
 
 _CACHE = {}
 
@@ -28,22 +33,117 @@ _CACHE = {}
 ENABLED = True
 
 
-@contextlib.contextmanager
 def disabled():
     """Within this block, calls being traced take the layer-by-layer path (for a step that
-    XLA compiles whole: nested XLA functions there made each step recompile, 40x slower)."""
-    global ENABLED
-    previous, ENABLED = ENABLED, False
-    try:
-        yield
-    finally:
-        ENABLED = previous
+    XLA compiles whole: nested XLA functions there made each step recompile)."""
+    return temporarily(sys.modules[__name__], "ENABLED", False)
 
 
 def use_fused_training(layer, training):
-    """True where `layer` should take the fused path: training, TensorFlow, 16-bit compute."""
+    """The one predicate of the fast path: True where `layer` should call its function
+    here instead of its layer-by-layer math: training, TensorFlow, 16-bit compute, and
+    for a Transformer block additive attention masking (the fused softmax adds the bias)."""
+    attention = getattr(layer, "attention", None)
     return (ENABLED and bool(training) and keras.backend.backend() == "tensorflow"
-            and layer.compute_dtype in ("bfloat16", "float16"))
+            and layer.compute_dtype in ("bfloat16", "float16")
+            and (attention is None or attention.masking == "additive"))
+
+
+# ---------------------------------------------------------------------------
+# The fused forward passes of the layers (each layer's `call` dispatches here)
+
+
+def embeddings_forward(layer, token_ids, segment_ids):
+    """`BertEmbeddings`: sum, LayerNorm and dropout as one XLA kernel.  [B, L] ids -> [B, L, H]."""
+    from keras import ops
+
+    seq_len = ops.shape(token_ids)[1]
+    return embeddings_layer_norm_dropout(
+        layer.token_embedding(token_ids), layer.segment_embedding(segment_ids),
+        layer.position_embeddings.value[:seq_len], layer.layer_norm.gamma.value,
+        layer.layer_norm.beta.value, layer.layer_norm.epsilon,
+        *dropout_mask_args(layer.dropout, ops.shape(token_ids) + (layer.hidden_size,)))
+
+
+def transformer_block_forward(block, x, attention_bias):
+    """`TransformerBlock` (with its `BertSelfAttention`), each element-wise stage one XLA kernel.
+
+    x: [B, L, H]; attention_bias: float32 [B, 1, 1, L].  Returns [B, L, H].
+    """
+    import tensorflow as tf
+
+    shape = tf.shape(x)
+    attention = block.attention
+    q, k, v = qkv_heads(attention.qkv(x), attention.num_heads, 1.0 / math.sqrt(attention.head_size))
+    scores = tf.matmul(q, k, transpose_b=True)  # [B, N, L, L]
+    probs = masked_softmax_dropout(scores, attention_bias, *dropout_mask_args(attention.dropout, tf.shape(scores)))
+    context = tf.reshape(tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3]), shape)
+    x = dropout_residual_layer_norm(
+        attention.output_dense(context), x, *dropout_mask_args(block.attention_dropout_layer, shape),
+        block.attention_layer_norm.gamma.value, block.attention_layer_norm.beta.value,
+        block.attention_layer_norm.epsilon)
+    return dropout_residual_layer_norm(
+        block.output_dense(block.intermediate(x)), x, *dropout_mask_args(block.output_dropout, shape),
+        block.output_layer_norm.gamma.value, block.output_layer_norm.beta.value,
+        block.output_layer_norm.epsilon)
+
+
+def layer_norm(x, gamma, beta, epsilon):
+    """`LayerNorm` over the last axis, float32 statistics, as one XLA kernel forward and backward."""
+    import tensorflow as tf
+
+    def fn(x, gamma, beta, epsilon):
+        xf = tf.cast(x, tf.float32)
+        mean, variance = tf.nn.moments(xf, axes=[-1], keepdims=True)
+        y = (xf - mean) * tf.math.rsqrt(variance + epsilon) * gamma + beta
+        return tf.cast(y, x.dtype)
+
+    return _compiled("layer_norm", fn)(x, gamma, beta, epsilon)
+
+
+def gelu(x):
+    """Exact GELU of a 16-bit tensor computed in float32, one XLA kernel forward and one backward
+    (`layers.activations.gelu` is the reference and chooses this path)."""
+    import tensorflow as tf
+
+    def cdf(x):  # Phi(x), the erf form
+        return 0.5 * (1.0 + tf.math.erf(x * 0.7071067811865476))
+
+    def forward(x):
+        return tf.cast(tf.nn.gelu(tf.cast(x, tf.float32), approximate=False), x.dtype)
+
+    def backward(x, dy):  # d/dx x Phi(x) = Phi(x) + x phi(x), in float32
+        xf = tf.cast(x, tf.float32)
+        pdf = tf.exp(-0.5 * tf.square(xf)) * 0.3989422804014327
+        return tf.cast(tf.cast(dy, tf.float32) * (cdf(xf) + xf * pdf), x.dtype)
+
+    # The gradient written out as one XLA kernel: autodiff of the XLA forward gives a
+    # backward of several passes instead of one.
+    @tf.custom_gradient
+    def fn(x):
+        def grad(dy):
+            return _compiled("gelu_backward", backward)(x, dy)
+
+        return _compiled("gelu", forward)(x), grad
+
+    return fn(x)
+
+
+def masked_lm_logits(head, x, training):
+    """`MaskedLMHead` before its output bias: [B, P, H] gathered states -> [B, P, V] logits."""
+    import tensorflow as tf
+
+    x = head.layer_norm(head.transform(x), training=training)
+    # x E^T as one matmul with transpose_b: the gradient for E comes out [V, H]
+    # directly instead of as [H, V] plus a transpose of the whole table.
+    shape = tf.shape(x)
+    embeddings = tf.cast(head.token_embedding.embeddings, x.dtype)
+    logits = tf.matmul(tf.reshape(x, [-1, head.hidden_size]), embeddings, transpose_b=True)
+    return tf.reshape(logits, [shape[0], shape[1], head.vocab_size])
+
+
+# ---------------------------------------------------------------------------
+# The XLA-compiled stages
 
 
 def _compiled(name, fn):
@@ -52,6 +152,42 @@ def _compiled(name, fn):
 
         _CACHE[name] = tf.function(fn, jit_compile=True, reduce_retracing=True)
     return _CACHE[name]
+
+
+# Random bits per element: a kept element is one whose 16 random bits are >= round(rate * 2^16),
+# so the keep probability is 1 - rate to within 2^-17.
+_BITS = 16
+
+
+def keep_threshold(rate):
+    """The uint16 threshold for ``rate``: P(bits >= threshold) = 1 - threshold / 2^16."""
+    return int(round(rate * (1 << _BITS)))
+
+
+def random_bits_tf(shape, seed):
+    """uint16 random bits of ``shape`` from one stateless Philox uint32 draw per two elements."""
+    import tensorflow as tf
+
+    size = tf.reduce_prod(shape)
+    words = tf.random.stateless_uniform([(size + 1) // 2], seed, minval=None, maxval=None, dtype=tf.uint32)
+    bits = tf.reshape(tf.bitcast(words, tf.uint16), [-1])[:size]
+    return tf.reshape(bits, shape)
+
+
+def dropout_tf(x, rate, seed):
+    """Inverted dropout of a TensorFlow tensor: keep with probability 1 - rate, scale 1 / (1 - rate).
+
+    Same semantics as `tf.nn.experimental.stateless_dropout` (what Keras runs), but
+    the mask comes from 16 random bits per element (one Philox uint32 per two
+    elements instead of one per element plus a conversion to float), and the
+    compare, select and scale are one XLA-fused pass forward and one backward
+    instead of three ops each way (timings: docs/design.md).
+    """
+    import tensorflow as tf
+
+    bits = random_bits_tf(tf.shape(x), seed)
+    return _compiled("dropout_apply", _dropout)(x, bits, tf.constant(keep_threshold(rate), tf.uint16),
+                                                tf.constant(1.0 / (1.0 - rate), tf.float32))
 
 
 def _dropout(x, bits, threshold, scale):
@@ -75,8 +211,6 @@ def dropout_mask_args(dropout_layer, shape):
     """(bits, threshold, scale) for applying `dropout_layer` inside a fused function; bits None at rate 0."""
     import tensorflow as tf
 
-    from bert_keras.layers.dropout import keep_threshold, random_bits_tf
-
     rate = dropout_layer.rate
     if rate <= 0.0:
         return None, tf.constant(0, tf.uint16), tf.constant(1.0, tf.float32)
@@ -88,8 +222,8 @@ def dropout_residual_layer_norm(h, residual, bits, threshold, scale, gamma, beta
     """LN(residual + Dropout(h)): the end of both halves of a post-LN block.  [.., H] -> [.., H].
 
     The gradient is written out (`_layer_norm_backward`) so that the sums over tokens for
-    gamma and beta run as TensorFlow reductions: XLA's CPU reductions over the token axis
-    (what autodiff of the XLA function produces) took about 5% of a training step.
+    gamma and beta run as TensorFlow reductions, not as the XLA CPU reductions over the
+    token axis that autodiff of the XLA function produces.
     """
     import tensorflow as tf
 
@@ -179,12 +313,7 @@ def masked_softmax_dropout(scores, attention_bias, bits, threshold, scale):
 def _onednn():
     """Whether TensorFlow runs its oneDNN kernels (x86 builds, unless TF_ENABLE_ONEDNN_OPTS=0)."""
     if "onednn" not in _CACHE:
-        try:
-            from tensorflow.python.util import _pywrap_util_port
-
-            _CACHE["onednn"] = bool(_pywrap_util_port.IsMklEnabled())
-        except (ImportError, AttributeError):
-            _CACHE["onednn"] = False
+        _CACHE["onednn"] = _private_api.onednn_enabled()
     return _CACHE["onednn"]
 
 

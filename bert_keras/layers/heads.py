@@ -82,15 +82,7 @@ class MaskedLMHead(keras.layers.Layer):
     def call(self, sequence_output, masked_positions, training=None):
         x = gather_positions(sequence_output, masked_positions)
         if fused.use_fused_training(self, training):
-            import tensorflow as tf
-
-            x = self.layer_norm(self.transform(x), training=training)
-            # x E^T as one matmul with transpose_b: the gradient for E comes out [V, H]
-            # directly instead of as [H, V] plus a transpose of the whole table.
-            shape = tf.shape(x)
-            embeddings = tf.cast(self.token_embedding.embeddings, x.dtype)
-            logits = tf.matmul(tf.reshape(x, [-1, self.hidden_size]), embeddings, transpose_b=True)
-            logits = tf.reshape(logits, [shape[0], shape[1], self.vocab_size])
+            logits = fused.masked_lm_logits(self, x, training)
         else:
             x = self.layer_norm(self.transform(x))
             embeddings = ops.cast(self.token_embedding.embeddings, self.compute_dtype)

@@ -2,19 +2,7 @@
 
 import keras
 
-def _fused_layer_norm_tf():
-    """One XLA kernel for LayerNorm over the last axis (float32 statistics), forward and backward."""
-    import tensorflow as tf
-
-    from bert_keras.layers.fused import _compiled
-
-    def fused(x, gamma, beta, epsilon):
-        xf = tf.cast(x, tf.float32)
-        mean, variance = tf.nn.moments(xf, axes=[-1], keepdims=True)
-        y = (xf - mean) * tf.math.rsqrt(variance + epsilon) * gamma + beta
-        return tf.cast(y, x.dtype)
-
-    return _compiled("layer_norm", fused)
+from bert_keras.layers import fused
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -29,8 +17,7 @@ class LayerNorm(keras.layers.LayerNormalization):
     """
 
     def call(self, inputs, training=None):
-        if (not training or keras.backend.backend() != "tensorflow" or self.compute_dtype == "float32"
-                or self.rms_scaling or not (self.center and self.scale)
-                or tuple(self.axis) not in ((-1,), (len(inputs.shape) - 1,))):
-            return super().call(inputs)
-        return _fused_layer_norm_tf()(inputs, self.gamma.value, self.beta.value, self.epsilon)
+        if (fused.use_fused_training(self, training) and not self.rms_scaling and self.center and self.scale
+                and tuple(self.axis) in ((-1,), (len(inputs.shape) - 1,))):
+            return fused.layer_norm(inputs, self.gamma.value, self.beta.value, self.epsilon)
+        return super().call(inputs)

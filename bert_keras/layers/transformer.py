@@ -1,7 +1,5 @@
 """The post-LN Transformer encoder block of BERT."""
 
-import math
-
 import keras
 
 from bert_keras.layers.activations import get_activation
@@ -34,8 +32,9 @@ class TransformerBlock(keras.layers.Layer):
         self.initializer_range = initializer_range
         init = keras.initializers.TruncatedNormal(stddev=initializer_range)
         policy = self.dtype_policy
-        self.attention = BertSelfAttention(hidden_size, num_heads, attention_dropout, initializer_range,
-                                           dtype=policy, name="attention")
+        self.attention = BertSelfAttention(hidden_size=hidden_size, num_heads=num_heads,
+                                           attention_dropout=attention_dropout,
+                                           initializer_range=initializer_range, dtype=policy, name="attention")
         self.attention_dropout_layer = Dropout(dropout, dtype=policy)
         self.attention_layer_norm = LayerNorm(
             epsilon=layer_norm_eps, dtype=policy, name="attention_layer_norm")
@@ -58,33 +57,12 @@ class TransformerBlock(keras.layers.Layer):
     def call(self, x, attention_bias, training=None, packing=None):
         """With ``packing`` (inference, `bert_keras.layers.unpadded`), x and the result are the
         real tokens only, [T, H]: everything but the attention is position-wise."""
-        # Training in bf16/fp16 on TensorFlow: the same math with each element-wise stage XLA-fused.
-        if packing is None and fused.use_fused_training(self, training) and self.attention.masking == "additive":
-            return self._fused_call(x, attention_bias)
+        if fused.use_fused_training(self, training):  # never with packing: that is inference only
+            return fused.transformer_block_forward(self, x, attention_bias)
         attended = self.attention(x, attention_bias, training=training, packing=packing)
         x = self.attention_layer_norm(x + self.attention_dropout_layer(attended, training=training))
         hidden = self.output_dense(self.intermediate(x))
         return self.output_layer_norm(x + self.output_dropout(hidden, training=training))
-
-    def _fused_call(self, x, attention_bias):
-        """The training forward pass with each element-wise stage one XLA kernel (see `fused`)."""
-        import tensorflow as tf
-
-        shape = tf.shape(x)
-        attention = self.attention
-        q, k, v = fused.qkv_heads(attention.qkv(x), attention.num_heads, 1.0 / math.sqrt(attention.head_size))
-        scores = tf.matmul(q, k, transpose_b=True)  # [B, N, L, L]
-        probs = fused.masked_softmax_dropout(
-            scores, attention_bias, *fused.dropout_mask_args(attention.dropout, tf.shape(scores)))
-        context = tf.reshape(tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3]), shape)
-        x = fused.dropout_residual_layer_norm(
-            attention.output_dense(context), x, *fused.dropout_mask_args(self.attention_dropout_layer, shape),
-            self.attention_layer_norm.gamma.value, self.attention_layer_norm.beta.value,
-            self.attention_layer_norm.epsilon)
-        return fused.dropout_residual_layer_norm(
-            self.output_dense(self.intermediate(x)), x, *fused.dropout_mask_args(self.output_dropout, shape),
-            self.output_layer_norm.gamma.value, self.output_layer_norm.beta.value,
-            self.output_layer_norm.epsilon)
 
     def compute_output_shape(self, x_shape, attention_bias_shape=None):
         return x_shape

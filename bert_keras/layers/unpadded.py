@@ -22,9 +22,11 @@ full-integer TFLite export traces "select" masking).  The packing's data-depende
 cannot be XLA-compiled, so a ``jit_compile=True`` inference function must not enable it.
 """
 
-import contextlib
+import sys
 
 import keras
+
+from bert_keras.utils import temporarily
 
 # Read when a call is traced.
 ENABLED = False
@@ -35,36 +37,19 @@ SCOPE = "real_tokens_only"
 ACTIVE = False
 
 
-@contextlib.contextmanager
 def active():
-    global ACTIVE
-    previous, ACTIVE = ACTIVE, True
-    try:
-        yield
-    finally:
-        ACTIVE = previous
+    """Within this block a packed call is being traced or run (sets `ACTIVE`)."""
+    return temporarily(sys.modules[__name__], "ACTIVE", True)
 
 
-@contextlib.contextmanager
 def enabled():
     """Within this block, inference calls being traced run on the real tokens only."""
-    global ENABLED
-    previous, ENABLED = ENABLED, True
-    try:
-        yield
-    finally:
-        ENABLED = previous
+    return temporarily(sys.modules[__name__], "ENABLED", True)
 
 
-@contextlib.contextmanager
 def disabled():
     """Within this block, calls being traced take the padded path."""
-    global ENABLED
-    previous, ENABLED = ENABLED, False
-    try:
-        yield
-    finally:
-        ENABLED = previous
+    return temporarily(sys.modules[__name__], "ENABLED", False)
 
 
 def use_unpadded(encoder, training):

@@ -43,13 +43,16 @@ class BertEncoder(keras.Model):
             config = BertConfig.from_dict(config)
         c = config
         # === Layers ===
-        self.embeddings = BertEmbeddings(
-            c.vocab_size, c.hidden_size, c.max_position_embeddings, c.type_vocab_size, c.dropout,
-            c.layer_norm_eps, c.initializer_range, dtype=dtype, name="embeddings")
+        self.embeddings = BertEmbeddings(vocab_size=c.vocab_size, hidden_size=c.hidden_size,
+                                         max_position_embeddings=c.max_position_embeddings,
+                                         type_vocab_size=c.type_vocab_size, dropout=c.dropout,
+                                         layer_norm_eps=c.layer_norm_eps,
+                                         initializer_range=c.initializer_range, dtype=dtype, name="embeddings")
         self.transformer_layers = [
-            TransformerBlock(c.hidden_size, c.num_heads, c.intermediate_size, c.hidden_act, c.dropout,
-                             c.attention_dropout, c.layer_norm_eps, c.initializer_range, dtype=dtype,
-                             name=f"transformer_layer_{i}")
+            TransformerBlock(hidden_size=c.hidden_size, num_heads=c.num_heads,
+                             intermediate_size=c.intermediate_size, hidden_act=c.hidden_act, dropout=c.dropout,
+                             attention_dropout=c.attention_dropout, layer_norm_eps=c.layer_norm_eps,
+                             initializer_range=c.initializer_range, dtype=dtype, name=f"transformer_layer_{i}")
             for i in range(c.num_layers)
         ]
         self.pooler = BertPooler(c.hidden_size, c.initializer_range, dtype=dtype, name="pooler")

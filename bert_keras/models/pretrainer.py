@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from bert_keras import _private_api
 from bert_keras.layers import MaskedLMHead
 from bert_keras.models.encoder import INPUT_NAMES, BertEncoder, encoder_inputs
 
@@ -38,9 +39,10 @@ class BertPretrainer(keras.Model):
         cfg = encoder.config
         # === Layers ===
         self.encoder = encoder
-        self.masked_lm_head = MaskedLMHead(
-            encoder.token_embedding, cfg.hidden_act, cfg.layer_norm_eps, cfg.initializer_range,
-            dtype=encoder.embeddings.dtype_policy, name="masked_lm_head")
+        self.masked_lm_head = MaskedLMHead(token_embedding=encoder.token_embedding, hidden_act=cfg.hidden_act,
+                                           layer_norm_eps=cfg.layer_norm_eps,
+                                           initializer_range=cfg.initializer_range,
+                                           dtype=encoder.embeddings.dtype_policy, name="masked_lm_head")
         # Heads produce float32 logits whatever the policy (softmax/loss in float32).
         self.nsp_head = keras.layers.Dense(
             2, kernel_initializer=keras.initializers.TruncatedNormal(stddev=cfg.initializer_range),
@@ -61,7 +63,7 @@ class BertPretrainer(keras.Model):
         self.nsp_loss = keras.metrics.Mean(name="nsp_loss")
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        if getattr(self, "_compile_loss", None) is not None or y is None:
+        if _private_api.has_compiled_loss(self) or y is None:
             return super().compute_loss(x, y, y_pred, sample_weight, training)
         weights = ops.cast(y["masked_weights"], "float32")
         mlm_ce = keras.losses.sparse_categorical_crossentropy(

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import bz2
 import csv
-import os
 import pathlib
 
 from bert_keras.errors import DataError
 from bert_keras.samples.fetcher import fetch
+from bert_keras.utils import write_text
 
 ROTTEN_TOMATOES_SIZE = 12808
 ROTTEN_TOMATOES_DEV_SIZE = 2562
@@ -112,10 +112,7 @@ def write_rotten_tomatoes_text(out_path, seed=0, path=None, include_plots=True):
     if out_path.exists():
         return out_path
     docs = rotten_tomatoes_documents(seed, path, include_plots)
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.tmp")
-    tmp.write_text("\n\n".join("\n".join(d) for d in docs) + "\n", encoding="utf-8")
-    os.replace(tmp, out_path)
+    write_text(out_path, "\n\n".join("\n".join(d) for d in docs) + "\n")
     return out_path
 
 

@@ -42,9 +42,9 @@ from bert_keras.tasks.multiple_choice import (MultipleChoiceExample, featurize_m
                                               read_swag)
 from bert_keras.tasks.ner import (TaggedSentence, TokenFeatures, featurize_token_classification,
                                   read_conll, words_from_predictions)
-from bert_keras.tasks.squad import (SquadExample, SquadFeatures, SquadPredictions,
-                                    apply_null_threshold, basic_tokenize, featurize_squad,
-                                    get_final_text, postprocess_squad, read_squad)
+from bert_keras.tasks.squad import SquadExample, SquadFeatures, featurize_squad, read_squad
+from bert_keras.tasks.squad_answers import (SquadPredictions, apply_null_threshold, basic_tokenize,
+                                            get_final_text, postprocess_squad)
 
 __all__ = [
     "GLUE_COLUMNS", "GLUE_TASKS", "IGNORE_LABEL", "ExampleList", "Features", "InputExample", "LabelMap",

@@ -37,8 +37,8 @@ import pathlib
 import numpy as np
 
 from bert_keras.errors import DataError
-from bert_keras.tasks.common import (ExampleList, LabelMap, model_inputs, pack, special_ids,
-                                     text_lines, token_ids)
+from bert_keras.tasks.common import (ExampleList, LabelMap, pack_rows, special_ids, text_lines,
+                                     token_ids)
 
 
 @dataclasses.dataclass
@@ -141,22 +141,52 @@ def read_glue(task, path):
     path = pathlib.Path(path)
     examples = ExampleList()
     rows = _tsv_rows(path)
+    first = next(rows, None)
+    if first is None:
+        return examples
     columns = None
-    if spec.has_header:
-        first = next(rows, None)
-        if first is None:
-            return examples
+    # CoLA train/dev have no header; its test file has `index<TAB>sentence`
+    if spec.has_header or first[1][:2] == ["index", "sentence"]:
         columns = first[1]
     else:
-        # CoLA train/dev have no header; its test file has `index<TAB>sentence`
-        first = next(rows, None)
-        if first is None:
-            return examples
-        if first[1][:2] == ["index", "sentence"]:
-            columns = first[1]
-        else:
-            rows = _chain([first], rows)
+        rows = _chain([first], rows)
+    (ia, ib, il), id_col, names = _glue_columns(spec, columns, path)
 
+    needed = max(i for i in (ia, ib, il) if i is not None) + 1
+    for n, fields in rows:
+        where = f"{path}:{n}"
+        try:
+            if len(fields) < needed:
+                raise _Malformed(f"{where}: {len(fields)} fields, expected {needed}",
+                                 f"{where}: expected at least {needed} tab-separated fields, got {len(fields)}")
+            text_a = fields[ia]
+            text_b = fields[ib] if ib is not None else None
+            empty = [name for name, t in ((names[0], text_a), (names[1], text_b))
+                     if t is not None and not t.strip()]
+            if empty:
+                raise _Malformed(f"{where}: field {empty[0]!r} is empty")
+            label = _glue_label(spec, fields[il].strip(), where, names[2]) if il is not None else None
+        except _Malformed as e:
+            if not spec.skip_malformed:
+                raise DataError(e.message) from None
+            examples.skip(e.reason)
+            continue
+        guid = fields[id_col] if id_col is not None else f"{path.name}:{n}"
+        examples.append(InputExample(text_a, text_b, label, guid, where))
+    return examples
+
+
+class _Malformed(Exception):
+    """A row the task's reader skips (QQP) or refuses: reason counted, message raised."""
+
+    def __init__(self, reason, message=None):
+        super().__init__(reason)
+        self.reason, self.message = reason, message or reason
+
+
+def _glue_columns(spec, columns, path):
+    """((text_a, text_b, label) column indexes, id column, their names for messages);
+    None for a column the file does not have (label: a test file)."""
     def locate(field):
         if field is None:
             return None
@@ -179,54 +209,24 @@ def read_glue(task, path):
             il = None  # a test file: no labels
         id_col = columns.index("index") if "index" in columns else (
             columns.index("id") if "id" in columns else None)
-        names = (spec.text_a, spec.text_b, spec.label)
-    elif columns is not None:  # CoLA test
-        ia, ib, il = columns.index(spec.test_text_a), None, None
-        id_col = columns.index("index")
-        names = (spec.test_text_a, None, None)
-    else:
-        ia, ib, il = spec.text_a, spec.text_b, spec.label
-        id_col = None
-        names = (f"column {ia + 1} (sentence)", None, f"column {il + 1} (label)")
+        return (ia, ib, il), id_col, (spec.text_a, spec.text_b, spec.label)
+    if columns is not None:  # CoLA test
+        return (columns.index(spec.test_text_a), None, None), columns.index("index"), (spec.test_text_a, None, None)
+    ia, il = spec.text_a, spec.label
+    return (ia, spec.text_b, il), None, (f"column {ia + 1} (sentence)", None, f"column {il + 1} (label)")
 
-    needed = max(i for i in (ia, ib, il) if i is not None) + 1
-    for n, fields in rows:
-        where = f"{path}:{n}"
-        if len(fields) < needed:
-            if spec.skip_malformed:
-                examples.skip(f"{where}: {len(fields)} fields, expected {needed}")
-                continue
-            raise DataError(f"{where}: expected at least {needed} tab-separated fields, "
-                            f"got {len(fields)}")
-        text_a = fields[ia]
-        text_b = fields[ib] if ib is not None else None
-        empty = [name for name, t in ((names[0], text_a), (names[1], text_b))
-                 if t is not None and not t.strip()]
-        if empty:
-            if spec.skip_malformed:
-                examples.skip(f"{where}: field {empty[0]!r} is empty")
-                continue
-            raise DataError(f"{where}: field {empty[0]!r} is empty")
-        label = None
-        if il is not None:
-            raw = fields[il].strip()
-            if spec.labels is None:
-                try:
-                    label = float(raw)
-                except ValueError:
-                    raise DataError(f"{where}: field {names[2]!r}: not a number: "
-                                    f"{raw!r}") from None
-            else:
-                if raw not in spec.labels:
-                    if spec.skip_malformed:
-                        examples.skip(f"{where}: field {names[2]!r}: bad label {raw!r}")
-                        continue
-                    raise DataError(f"{where}: field {names[2]!r}: {raw!r} is not in the "
-                                    f"label set {list(spec.labels)}")
-                label = raw
-        guid = fields[id_col] if id_col is not None else f"{path.name}:{n}"
-        examples.append(InputExample(text_a, text_b, label, guid, where))
-    return examples
+
+def _glue_label(spec, raw, where, name):
+    """A row's label: float for STS-B, else one of the task's labels (`_Malformed` if not)."""
+    if spec.labels is None:
+        try:
+            return float(raw)
+        except ValueError:
+            raise DataError(f"{where}: field {name!r}: not a number: {raw!r}") from None
+    if raw not in spec.labels:
+        raise _Malformed(f"{where}: field {name!r}: bad label {raw!r}",
+                         f"{where}: field {name!r}: {raw!r} is not in the label set {list(spec.labels)}")
+    return raw
 
 
 def _chain(first, rest):
@@ -289,19 +289,10 @@ def featurize_classification(examples, tokenizer, max_seq_len=128, label_map=Non
         raise DataError(f"{first_single.source or first_single.guid}: field 'text_b' is missing "
                         f"but other examples are pairs")
     ids_a = token_ids(tokenizer, [e.text_a for e in examples])
-    ids_b = token_ids(tokenizer, [e.text_b for e in examples]) if all(pairs) else [None] * len(
-        examples)
-    token_rows, segment_rows, truncated = [], [], 0
-    for a, b in zip(ids_a, ids_b):
-        tokens, segments = pack(a, b, special, max_seq_len)
-        truncated += len(a) + (len(b) if b is not None else 0) + (3 if b is not None else 2) \
-            > max_seq_len
-        token_rows.append(tokens)
-        segment_rows.append(segments)
-    inputs = model_inputs(token_rows, segment_rows, max_seq_len, special.pad)
+    ids_b = token_ids(tokenizer, [e.text_b for e in examples]) if all(pairs) else None
+    inputs, lengths, truncated = pack_rows(ids_a, ids_b, special, max_seq_len)
     labels = _encode_labels(examples, label_map, regression)
-    return Features(inputs, labels, np.array([len(r) for r in token_rows], np.int32),
-                    int(truncated))
+    return Features(inputs, labels, lengths, int(truncated.sum()))
 
 
 def _encode_labels(examples, label_map, regression):

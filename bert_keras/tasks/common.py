@@ -21,6 +21,8 @@ import pathlib
 import numpy as np
 
 from bert_keras.errors import DataError
+from bert_keras.text import vocab as vocab_file
+from bert_keras.text.packing import kept_lengths, pack_lists
 
 # Label id of positions that do not count in the loss or the metrics
 # (sub-tokens after a word's first, special tokens, padding); the value
@@ -226,8 +228,7 @@ def vocab_list(tokenizer=None, vocab=None):
         path = pathlib.Path(source)
         if not path.is_file():
             raise DataError(f"{path}: vocabulary file not found")
-        with open(path, encoding="utf-8") as f:
-            return [line.rstrip("\n").strip() for line in f]
+        return vocab_file.load_vocab(path)
     if isinstance(source, dict):
         tokens = [None] * len(source)
         for token, index in source.items():
@@ -253,7 +254,7 @@ def special_ids(tokenizer):
     if all(v is not None for v in values):
         return SpecialIds(*(int(v) for v in values))
     tokens = vocab_list(tokenizer)
-    index = {t: i for i, t in enumerate(tokens)}
+    index = vocab_file.token_ids(tokens)
     found = []
     for attr, token in zip(values, ("[CLS]", "[SEP]", "[PAD]", "[UNK]")):
         if attr is not None:
@@ -272,27 +273,28 @@ def special_ids(tokenizer):
 
 
 def truncate_pair(a, b, max_total):
-    """Google's `_truncate_seq_pair`: pop from the end of the longer list (b on ties)."""
-    a, b = list(a), list(b)
-    while len(a) + len(b) > max_total:
-        if len(a) > len(b):
-            a.pop()
-        else:
-            b.pop()
-    return a, b
+    """Google's `_truncate_seq_pair`: pop from the end of the longer list (b on ties).
 
-
-def pack(ids_a, ids_b, special, max_seq_len):
-    """[CLS] a [SEP] (b [SEP]) with segment ids, truncated longest-first.
-
-    Returns (token_ids, segment_ids) as Python lists (unpadded).
+    The rule itself is `text.packing.kept_lengths`.
     """
-    if ids_b is None:
-        a = list(ids_a)[: max_seq_len - 2]
-        return [special.cls, *a, special.sep], [0] * (len(a) + 2)
-    a, b = truncate_pair(ids_a, ids_b, max_seq_len - 3)
-    tokens = [special.cls, *a, special.sep, *b, special.sep]
-    return tokens, [0] * (len(a) + 2) + [1] * (len(b) + 1)
+    a, b = list(a), list(b)
+    keep_a, keep_b = kept_lengths(len(a), len(b), max(int(max_total), 0))
+    return a[:keep_a], b[:keep_b]
+
+
+def pack_rows(ids_a, ids_b, special, max_seq_len):
+    """[CLS] a [SEP] (b [SEP]) rows with segment ids, truncated longest-first, padded
+    (`text.packing.pack_lists`).  ids_b: a list per row, or None for single segments.
+
+    Returns:
+      (inputs: {"token_ids", "segment_ids", "padding_mask"} int32 [N, max_seq_len],
+       lengths: int32 [N] real lengths, truncated: int [N] 1 where the row did not fit).
+    """
+    inputs = pack_lists(ids_a, ids_b, seq_len=max_seq_len, cls_id=special.cls, sep_id=special.sep,
+                        pad_id=special.pad)
+    wanted = np.array([len(a) + (2 if ids_b is None else len(b) + 3)
+                       for a, b in zip(ids_a, ids_b if ids_b is not None else [()] * len(ids_a))], np.int64)
+    return inputs, inputs["padding_mask"].sum(-1).astype(np.int32), (wanted > max_seq_len).astype(np.int32)
 
 
 def pad_rows(rows, length, value=0, dtype=np.int32):
@@ -301,14 +303,6 @@ def pad_rows(rows, length, value=0, dtype=np.int32):
     for i, row in enumerate(rows):
         out[i, : len(row)] = row
     return out
-
-
-def model_inputs(token_rows, segment_rows, seq_len, pad_id):
-    """The encoder's input dict from unpadded rows: int32 arrays [N, seq_len]."""
-    token_ids_ = pad_rows(token_rows, seq_len, pad_id)
-    segment_ids = pad_rows(segment_rows, seq_len, 0)
-    padding_mask = pad_rows([[1] * len(r) for r in token_rows], seq_len, 0)
-    return {"token_ids": token_ids_, "segment_ids": segment_ids, "padding_mask": padding_mask}
 
 
 def to_dataset(inputs, labels=None, batch_size=32, shuffle=False, seed=None,

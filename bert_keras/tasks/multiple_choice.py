@@ -20,7 +20,7 @@ import numpy as np
 
 from bert_keras.errors import DataError
 from bert_keras.tasks.classification import Features
-from bert_keras.tasks.common import ExampleList, csv_rows, pack, special_ids, token_ids
+from bert_keras.tasks.common import ExampleList, csv_rows, pack_rows, special_ids, token_ids
 
 
 @dataclasses.dataclass
@@ -69,9 +69,9 @@ def read_swag(path, num_choices=4):
                                 f"0..{num_choices - 1}")
             label = int(raw)
         guid = row.get("fold-ind") or row.get("id") or f"{path.name}:{n}"
-        examples.append(MultipleChoiceExample(
-            row["sent1"], row["sent2"], [row[f"ending{i}"] for i in range(num_choices)],
-            label, guid, where))
+        examples.append(MultipleChoiceExample(context=row["sent1"], start=row["sent2"],
+                                              endings=[row[f"ending{i}"] for i in range(num_choices)],
+                                              label=label, guid=guid, source=where))
     return examples
 
 
@@ -91,21 +91,13 @@ def featurize_multiple_choice(examples, tokenizer, max_seq_len=128):
     contexts = token_ids(tokenizer, [e.context for e in examples])
     seconds = token_ids(tokenizer, [f"{e.start} {ending}".strip()
                                     for e in examples for ending in e.endings])
+    # one row per (example, choice), in that order, then [N, K, L]
+    flat, flat_lengths, flat_truncated = pack_rows([a for a in contexts for _ in range(k)], seconds, special,
+                                                   max_seq_len)
     shape = (len(examples), k, max_seq_len)
-    token_arr = np.full(shape, special.pad, np.int32)
-    segment_arr = np.zeros(shape, np.int32)
-    mask_arr = np.zeros(shape, np.int32)
-    lengths = np.zeros(shape[:2], np.int32)
-    truncated = 0
-    for i, a in enumerate(contexts):
-        for j in range(k):
-            b = seconds[i * k + j]
-            tokens, segments = pack(a, b, special, max_seq_len)
-            truncated += len(a) + len(b) + 3 > max_seq_len
-            token_arr[i, j, :len(tokens)] = tokens
-            segment_arr[i, j, :len(tokens)] = segments
-            mask_arr[i, j, :len(tokens)] = 1
-            lengths[i, j] = len(tokens)
+    inputs = {name: value.reshape(shape) for name, value in flat.items()}
+    lengths = flat_lengths.reshape(shape[:2])
+    truncated = flat_truncated.sum()
     labelled = [e.label is not None for e in examples]
     labels = None
     if any(labelled):
@@ -114,5 +106,4 @@ def featurize_multiple_choice(examples, tokenizer, max_seq_len=128):
             raise DataError(f"{e.source}: field 'label' is missing but other examples are "
                             f"labelled")
         labels = np.array([e.label for e in examples], np.int32)
-    inputs = {"token_ids": token_arr, "segment_ids": segment_arr, "padding_mask": mask_arr}
     return Features(inputs, labels, lengths, int(truncated))

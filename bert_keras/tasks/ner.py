@@ -26,8 +26,8 @@ import pathlib
 import numpy as np
 
 from bert_keras.errors import DataError
-from bert_keras.tasks.common import (IGNORE_LABEL, ExampleList, LabelMap, model_inputs, text_lines,
-                                     pad_rows, special_ids, token_ids)
+from bert_keras.tasks.common import (IGNORE_LABEL, ExampleList, LabelMap, pack_rows, pad_rows, special_ids,
+                                     text_lines, token_ids)
 
 
 @dataclasses.dataclass
@@ -171,7 +171,8 @@ def featurize_token_classification(sentences, tokenizer, label_map=None, max_seq
         used = 0
 
         def emit(word_ids):
-            tokens, labels, words = [special.cls], [IGNORE_LABEL], [-1]
+            # pieces without [CLS]/[SEP] (packed below); labels and words with them
+            tokens, labels, words = [], [IGNORE_LABEL], [-1]
             for wi in word_ids:
                 for k, piece in enumerate(pieces[wi]):
                     tokens.append(piece)
@@ -179,7 +180,6 @@ def featurize_token_classification(sentences, tokenizer, label_map=None, max_seq
                     labels.append(tag_ids[wi] if (first and tag_ids is not None) else
                                   IGNORE_LABEL)
                     words.append(wi if first else -1)
-            tokens.append(special.sep)
             labels.append(IGNORE_LABEL)
             words.append(-1)
             token_rows.append(tokens)
@@ -194,11 +194,11 @@ def featurize_token_classification(sentences, tokenizer, label_map=None, max_seq
             window.append(wi)
             used += len(pieces[wi])
         emit(window)  # an empty sentence still yields one [CLS] [SEP] row
-    inputs = model_inputs(token_rows, [[0] * len(r) for r in token_rows], max_seq_len,
-                          special.pad)
+    inputs, _, _ = pack_rows(token_rows, None, special, max_seq_len)  # windows fit: nothing is cut
     labels = pad_rows(label_rows, max_seq_len, IGNORE_LABEL) if all(labelled) else None
-    return TokenFeatures(inputs, labels, pad_rows(word_rows, max_seq_len, -1),
-                         np.array(sentence_rows, np.int32), [len(s.words) for s in sentences])
+    return TokenFeatures(inputs=inputs, labels=labels, word_index=pad_rows(word_rows, max_seq_len, -1),
+                         sentence_index=np.array(sentence_rows, np.int32),
+                         num_words=[len(s.words) for s in sentences])
 
 
 def words_from_predictions(predictions, features, label_map=None, default="O"):

@@ -1,4 +1,4 @@
-"""Extractive question answering: SQuAD v1.1 / v2.0 reading, windowing and answer decoding.
+"""Extractive question answering: SQuAD v1.1 / v2.0 reading and windowing.
 
 Follows Google's `run_squad.py` step by step, so that scores are comparable
 with the paper's:
@@ -16,13 +16,8 @@ with the paper's:
    (v2.0) questions.  Each window records which doc token every piece comes
    from and whether the window is the piece's "max context" one (the window
    where it has the most context on both sides).
-3. `postprocess_squad`: the `n_best_size` (20) best start and end logits of every
-   window give candidate spans (start <= end, length <= `max_answer_length`
-   (30), inside the context, start at a max-context position); the best
-   `start_logit + end_logit` wins, mapped back to the original text by
-   `get_final_text`.  For v2.0 the null score is the smallest
-   `start_logit[0] + end_logit[0]` over the windows and the answer is ""
-   when `null_score - best_non_null_score > null_score_diff_threshold`.
+3. `postprocess_squad` (module `squad_answers`): window logits back to answer
+   texts.
 
     examples = read_squad("dev-v1.1.json")
     feats = featurize_squad(examples, tokenizer, max_seq_len=384)
@@ -39,18 +34,14 @@ For v2.0, choose the threshold on the evaluation set:
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import json
-import math
 import pathlib
-import unicodedata
 
 import numpy as np
 
 from bert_keras.errors import DataError
-from bert_keras.tasks.common import (ExampleList, model_inputs, special_ids, token_ids,
-                                     vocab_list)
+from bert_keras.tasks.common import ExampleList, pack_rows, special_ids, token_ids
 
 
 @dataclasses.dataclass
@@ -104,6 +95,40 @@ def split_context(text):
     return doc_tokens, char_to_word_offset
 
 
+def _load_json(data):
+    """(name for messages, the parsed dict) of a path or an already parsed dict."""
+    if isinstance(data, dict):
+        return "<dict>", data
+    path = pathlib.Path(data)
+    if not path.is_file():
+        raise DataError(f"{path}: file not found")
+    try:
+        with open(path, encoding="utf-8") as f:
+            return str(path), json.load(f)
+    except json.JSONDecodeError as e:
+        raise DataError(f"{path}:{e.lineno}: malformed JSON ({e.msg} at column {e.colno})") from None
+
+
+def _set_training_span(example, char_to_word):
+    """Sets the example's training target from its first answer (-1/-1 if impossible), as
+    run_squad.py does; returns why the question is skipped, or None."""
+    if example.is_impossible:
+        example.orig_answer_text = ""
+        example.start_position = example.end_position = -1
+        return None
+    text, offset = example.answers[0]["text"], example.answers[0]["answer_start"]
+    end_char = offset + len(text) - 1
+    if not text or offset < 0 or end_char >= len(char_to_word):
+        return f"answer offset {offset} outside the context"
+    start, end = char_to_word[offset], char_to_word[end_char]
+    actual = " ".join(example.doc_tokens[start:end + 1])
+    if start < 0 or actual.find(" ".join(text.split())) == -1:
+        return f"answer {text!r} not found at offset {offset}"
+    example.orig_answer_text = text
+    example.start_position, example.end_position = start, end
+    return None
+
+
 def read_squad(data, is_training=False, version="1.1", first_answer_only=False):
     """Reads SQuAD JSON into SquadExamples.
 
@@ -122,18 +147,7 @@ def read_squad(data, is_training=False, version="1.1", first_answer_only=False):
     Raises:
       DataError naming the file and the JSON path of a missing/mistyped field.
     """
-    name = "<dict>"
-    if not isinstance(data, dict):
-        path = pathlib.Path(data)
-        name = str(path)
-        if not path.is_file():
-            raise DataError(f"{path}: file not found")
-        try:
-            with open(path, encoding="utf-8") as f:
-                data = json.load(f)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path}:{e.lineno}: malformed JSON ({e.msg} at column {e.colno})") \
-                from None
+    name, data = _load_json(data)
     v2 = str(version) in ("2.0", "2", "v2.0")
 
     def need(obj, key, where, kind):
@@ -165,34 +179,17 @@ def read_squad(data, is_training=False, version="1.1", first_answer_only=False):
                     need(a, "text", f"{where}.answers[{k}]", str)
                     need(a, "answer_start", f"{where}.answers[{k}]", int)
                 impossible = bool(qa.get("is_impossible", not answers)) if v2 else False
-                example = SquadExample(qas_id, question, context, doc_tokens, answers,
-                                       impossible, source=f"{name}: id {qas_id}")
+                example = SquadExample(qas_id=qas_id, question_text=question, context=context,
+                                       doc_tokens=doc_tokens, answers=answers, is_impossible=impossible,
+                                       source=f"{name}: id {qas_id}")
                 if is_training:
-                    if impossible:
-                        example.orig_answer_text = ""
-                        example.start_position = example.end_position = -1
-                    else:
-                        if len(answers) != 1 and not (first_answer_only and answers):
-                            raise DataError(f"{name}: {where}.answers (id {qas_id}): a training "
-                                            f"question needs exactly 1 answer, got "
-                                            f"{len(answers)}")
-                        answer = answers[0]
-                        text = answer["text"]
-                        offset = answer["answer_start"]
-                        end_char = offset + len(text) - 1
-                        if not text or offset < 0 or end_char >= len(char_to_word):
-                            examples.skip(f"{name}: id {qas_id}: answer offset {offset} outside "
-                                          f"the context")
-                            continue
-                        start, end = char_to_word[offset], char_to_word[end_char]
-                        actual = " ".join(doc_tokens[start:end + 1])
-                        cleaned = " ".join(text.split())
-                        if start < 0 or actual.find(cleaned) == -1:
-                            examples.skip(f"{name}: id {qas_id}: answer {text!r} not found at "
-                                          f"offset {offset}")
-                            continue
-                        example.orig_answer_text = text
-                        example.start_position, example.end_position = start, end
+                    if len(answers) != 1 and not impossible and not (first_answer_only and answers):
+                        raise DataError(f"{name}: {where}.answers (id {qas_id}): a training "
+                                        f"question needs exactly 1 answer, got {len(answers)}")
+                    skipped = _set_training_span(example, char_to_word)
+                    if skipped:
+                        examples.skip(f"{name}: id {qas_id}: {skipped}")
+                        continue
                 examples.append(example)
     return examples
 
@@ -275,67 +272,33 @@ def featurize_squad(examples, tokenizer, max_seq_len=384, doc_stride=128, max_qu
                         if not e.is_impossible and e.orig_answer_text})
         answer_ids = dict(zip(texts, token_ids(tokenizer, texts)))
 
-    rows, segments = [], []
+    queries, windows = [], []
     starts, ends = [], []
     example_index, span_index = [], []
     to_orig, max_context = [], []
     for ei, example in enumerate(examples):
         query = questions[ei][:max_query_length]
-        tok_to_orig, orig_to_tok, doc_pieces = [], [], []
-        for i, word in enumerate(example.doc_tokens):
-            orig_to_tok.append(len(doc_pieces))
-            for piece in word_ids[word]:
-                tok_to_orig.append(i)
-                doc_pieces.append(piece)
-
-        tok_start = tok_end = None
-        if is_training and example.is_impossible:
-            tok_start = tok_end = -1
-        elif is_training:
-            if example.start_position is None:
-                raise DataError(f"{example.source}: example has no training span; read it with "
-                                f"read_squad(..., is_training=True)")
-            tok_start = orig_to_tok[example.start_position]
-            if example.end_position < len(example.doc_tokens) - 1:
-                tok_end = orig_to_tok[example.end_position + 1] - 1
-            else:
-                tok_end = len(doc_pieces) - 1
-            tok_start, tok_end = _improve_answer_span(
-                doc_pieces, tok_start, tok_end, answer_ids[example.orig_answer_text])
-
+        tok_to_orig, orig_to_tok, doc_pieces = _doc_pieces(example, word_ids)
+        answer = (_answer_pieces(example, orig_to_tok, doc_pieces, answer_ids) if is_training
+                  and not example.is_impossible else None)
         max_tokens_for_doc = max_seq_len - len(query) - 3
         if max_tokens_for_doc <= 0:
             raise DataError(f"max_seq_len {max_seq_len} leaves no room for the context after a "
                             f"{len(query)}-piece question (max_query_length {max_query_length})")
-        doc_spans = []
-        offset = 0
-        while offset < len(doc_pieces):
-            length = min(len(doc_pieces) - offset, max_tokens_for_doc)
-            doc_spans.append((offset, length))
-            if offset + length == len(doc_pieces):
-                break
-            offset += min(length, doc_stride)
-
+        doc_spans = _doc_spans(len(doc_pieces), max_tokens_for_doc, doc_stride)
+        doc_offset = len(query) + 2  # the window's first position, after [CLS] query [SEP]
         for si, (span_start, span_length) in enumerate(doc_spans):
-            tokens = [special.cls, *query, special.sep]
-            seg = [0] * len(tokens)
             t2o, is_max = {}, {}
             for i in range(span_length):
                 split = span_start + i
-                t2o[len(tokens)] = tok_to_orig[split]
-                is_max[len(tokens)] = _check_is_max_context(doc_spans, si, split)
-                tokens.append(doc_pieces[split])
-            tokens.append(special.sep)
-            seg += [1] * (span_length + 1)
+                t2o[doc_offset + i] = tok_to_orig[split]
+                is_max[doc_offset + i] = _check_is_max_context(doc_spans, si, split)
             start_position = end_position = 0
-            if is_training and not example.is_impossible:
-                span_end = span_start + span_length - 1
-                if tok_start >= span_start and tok_end <= span_end:
-                    doc_offset = len(query) + 2
-                    start_position = tok_start - span_start + doc_offset
-                    end_position = tok_end - span_start + doc_offset
-            rows.append(tokens)
-            segments.append(seg)
+            if answer is not None and answer[0] >= span_start and answer[1] <= span_start + span_length - 1:
+                start_position = answer[0] - span_start + doc_offset
+                end_position = answer[1] - span_start + doc_offset
+            queries.append(query)
+            windows.append(doc_pieces[span_start:span_start + span_length])
             starts.append(start_position)
             ends.append(end_position)
             example_index.append(ei)
@@ -343,13 +306,52 @@ def featurize_squad(examples, tokenizer, max_seq_len=384, doc_stride=128, max_qu
             to_orig.append(t2o)
             max_context.append(is_max)
 
-    inputs = model_inputs(rows, segments, max_seq_len, special.pad)
-    return SquadFeatures(
-        inputs,
-        np.array(starts, np.int32) if is_training else None,
-        np.array(ends, np.int32) if is_training else None,
-        np.array(example_index, np.int32), np.array(span_index, np.int32), rows, to_orig,
-        max_context)
+    # [CLS] question [SEP] window [SEP]: the windows were sized to fit, so nothing is cut
+    inputs, lengths, _ = pack_rows(queries, windows, special, max_seq_len)
+    rows = [row[:n].tolist() for row, n in zip(inputs["token_ids"], lengths)]
+    return SquadFeatures(inputs=inputs, start_positions=np.array(starts, np.int32) if is_training else None,
+                         end_positions=np.array(ends, np.int32) if is_training else None,
+                         example_index=np.array(example_index, np.int32),
+                         doc_span_index=np.array(span_index, np.int32), tokens=rows, token_to_orig_map=to_orig,
+                         token_is_max_context=max_context)
+
+
+def _doc_pieces(example, word_ids):
+    """The context's WordPiece ids, each doc token tokenized on its own (run_squad.py):
+    (piece -> doc token index, doc token -> its first piece, pieces)."""
+    tok_to_orig, orig_to_tok, doc_pieces = [], [], []
+    for i, word in enumerate(example.doc_tokens):
+        orig_to_tok.append(len(doc_pieces))
+        for piece in word_ids[word]:
+            tok_to_orig.append(i)
+            doc_pieces.append(piece)
+    return tok_to_orig, orig_to_tok, doc_pieces
+
+
+def _answer_pieces(example, orig_to_tok, doc_pieces, answer_ids):
+    """The training answer's inclusive (start, end) span of context pieces."""
+    if example.start_position is None:
+        raise DataError(f"{example.source}: example has no training span; read it with "
+                        f"read_squad(..., is_training=True)")
+    tok_start = orig_to_tok[example.start_position]
+    if example.end_position < len(example.doc_tokens) - 1:
+        tok_end = orig_to_tok[example.end_position + 1] - 1
+    else:
+        tok_end = len(doc_pieces) - 1
+    return _improve_answer_span(doc_pieces, tok_start, tok_end, answer_ids[example.orig_answer_text])
+
+
+def _doc_spans(num_pieces, max_tokens_for_doc, doc_stride):
+    """The (start, length) windows over the context pieces: every doc_stride pieces until the end."""
+    doc_spans = []
+    offset = 0
+    while offset < num_pieces:
+        length = min(num_pieces - offset, max_tokens_for_doc)
+        doc_spans.append((offset, length))
+        if offset + length == num_pieces:
+            break
+        offset += min(length, doc_stride)
+    return doc_spans
 
 
 def _improve_answer_span(doc_pieces, start, end, answer_pieces):
@@ -363,247 +365,3 @@ def _improve_answer_span(doc_pieces, start, end, answer_pieces):
             if doc_pieces[new_start:new_end + 1] == answer_pieces:
                 return new_start, new_end
     return start, end
-
-
-# ----------------------------------------------------------------------------
-# Decoding answers
-
-
-@dataclasses.dataclass
-class SquadPredictions:
-    """Decoded answers.
-
-    Attributes:
-      answers: {question id: answer text} ("" = no answer, v2.0).
-      nbest: {question id: [{"text", "probability", "start_logit", "end_logit"}]}.
-      null_score_diff: v2.0: {question id: null score - best non-null score}.
-      best_non_null: {question id: best non-empty answer} (for threshold search).
-    """
-
-    answers: dict
-    nbest: dict
-    null_score_diff: dict
-    best_non_null: dict
-
-
-def postprocess_squad(examples, features, start_logits, end_logits, n_best_size=20,
-                      max_answer_length=30, lower_case=True, version_2=False,
-                      null_score_diff_threshold=0.0, vocab=None, tokenizer=None):
-    """Turns start/end logits of all windows into answer texts.
-
-    Args:
-      examples: the SquadExamples given to `featurize_squad`.
-      features: its SquadFeatures.
-      start_logits, end_logits: float [N, L'] (one row per feature; L' may be
-        shorter than max_seq_len when batches were trimmed, or a list of rows).
-      n_best_size, max_answer_length: as in run_squad.py (20, 30).
-      lower_case: whether the tokenizer lower-cases (for `get_final_text`).
-      version_2: allow the null answer at [CLS].
-      null_score_diff_threshold: v2.0: answer "" when null - best > threshold.
-      vocab, tokenizer: where to find the vocabulary (ids -> WordPiece strings).
-
-    Returns:
-      SquadPredictions.
-    """
-    examples = list(examples)
-    if len(start_logits) != len(features) or len(end_logits) != len(features):
-        raise DataError(f"got {len(start_logits)} start and {len(end_logits)} end logit rows for "
-                        f"{len(features)} features")
-    tokens_of = vocab_list(tokenizer, vocab)
-    by_example = collections.defaultdict(list)
-    for fi, ei in enumerate(features.example_index):
-        by_example[int(ei)].append(fi)
-
-    answers, nbest_out, diffs, best_non_null_out = {}, {}, {}, {}
-    for ei, example in enumerate(examples):
-        prelim = []
-        score_null = 1000000.0
-        min_null_feature = 0
-        null_start = null_end = 0.0
-        fis = by_example.get(ei, [])
-        for fi in fis:
-            starts = np.asarray(start_logits[fi], dtype=np.float64)
-            ends = np.asarray(end_logits[fi], dtype=np.float64)
-            num_tokens = len(features.tokens[fi])
-            t2o = features.token_to_orig_map[fi]
-            is_max = features.token_is_max_context[fi]
-            if version_2:
-                null = float(starts[0] + ends[0])
-                if null < score_null:
-                    score_null, min_null_feature = null, fi
-                    null_start, null_end = float(starts[0]), float(ends[0])
-            for s in _best_indexes(starts, n_best_size):
-                for e in _best_indexes(ends, n_best_size):
-                    if s >= num_tokens or e >= num_tokens:
-                        continue
-                    if s not in t2o or e not in t2o or not is_max.get(s, False):
-                        continue
-                    if e < s or e - s + 1 > max_answer_length:
-                        continue
-                    prelim.append((fi, s, e, float(starts[s]), float(ends[e])))
-        if version_2:
-            prelim.append((min_null_feature, 0, 0, null_start, null_end))
-        # stable sort: equal scores keep their discovery order, as sorted() does in run_squad
-        prelim.sort(key=lambda p: p[3] + p[4], reverse=True)
-
-        seen = set()
-        nbest = []
-        for fi, s, e, sl, el in prelim:
-            if len(nbest) >= n_best_size:
-                break
-            if s > 0:
-                pieces = [tokens_of[t] for t in features.tokens[fi][s:e + 1]]
-                tok_text = " ".join(pieces).replace(" ##", "").replace("##", "")
-                tok_text = " ".join(tok_text.strip().split())
-                t2o = features.token_to_orig_map[fi]
-                orig_text = " ".join(example.doc_tokens[t2o[s]:t2o[e] + 1])
-                text = get_final_text(tok_text, orig_text, lower_case)
-                if text in seen:
-                    continue
-            else:
-                text = ""
-            seen.add(text)
-            nbest.append((text, sl, el))
-        if version_2 and "" not in seen:
-            nbest.append(("", null_start, null_end))
-        if not nbest:
-            nbest.append(("empty", 0.0, 0.0))
-
-        totals = [sl + el for _, sl, el in nbest]
-        probs = _softmax(totals)
-        nbest_out[example.qas_id] = [
-            {"text": t, "probability": p, "start_logit": sl, "end_logit": el}
-            for (t, sl, el), p in zip(nbest, probs)]
-        best_non_null = next((entry for entry in nbest if entry[0]), None)
-        best_non_null_out[example.qas_id] = best_non_null[0] if best_non_null else ""
-        if not version_2:
-            answers[example.qas_id] = nbest[0][0]
-        elif best_non_null is None:
-            diffs[example.qas_id] = score_null
-            answers[example.qas_id] = ""
-        else:
-            diff = score_null - best_non_null[1] - best_non_null[2]
-            diffs[example.qas_id] = diff
-            answers[example.qas_id] = "" if diff > null_score_diff_threshold else best_non_null[0]
-    return SquadPredictions(answers, nbest_out, diffs, best_non_null_out)
-
-
-def apply_null_threshold(predictions, threshold):
-    """v2.0 answers for a new null threshold: "" where null_score_diff > threshold."""
-    return {q: "" if predictions.null_score_diff.get(q, -math.inf) > threshold else text
-            for q, text in predictions.best_non_null.items()}
-
-
-def _best_indexes(logits, n_best_size):
-    # Descending by value, ties in index order (Python's stable sorted(..., reverse=True)).
-    order = np.argsort(-logits, kind="stable")
-    return [int(i) for i in order[:n_best_size]]
-
-
-def _softmax(scores):
-    if not scores:
-        return []
-    top = max(scores)
-    exps = [math.exp(s - top) for s in scores]
-    total = sum(exps)
-    return [x / total for x in exps]
-
-
-def get_final_text(pred_text, orig_text, lower_case=True):
-    """Projects a normalised WordPiece answer back onto the original text.
-
-    E.g. pred_text "steve smith", orig_text "Steve Smith's" -> "Steve Smith".
-    Runs the basic tokenizer over orig_text, aligns the two texts character by
-    character once spaces are removed, and returns the original characters of
-    the predicted span; falls back to orig_text when the alignment fails.
-    """
-
-    def strip_spaces(text):
-        chars, ns_to_s = [], {}
-        for i, c in enumerate(text):
-            if c == " ":
-                continue
-            ns_to_s[len(chars)] = i
-            chars.append(c)
-        return "".join(chars), ns_to_s
-
-    tok_text = " ".join(basic_tokenize(orig_text, lower_case))
-    start = tok_text.find(pred_text)
-    if start == -1:
-        return orig_text
-    end = start + len(pred_text) - 1
-    orig_ns, orig_ns_to_s = strip_spaces(orig_text)
-    tok_ns, tok_ns_to_s = strip_spaces(tok_text)
-    if len(orig_ns) != len(tok_ns):
-        return orig_text
-    tok_s_to_ns = {s: ns for ns, s in tok_ns_to_s.items()}
-    if start not in tok_s_to_ns or end not in tok_s_to_ns:
-        return orig_text
-    orig_start = orig_ns_to_s.get(tok_s_to_ns[start])
-    orig_end = orig_ns_to_s.get(tok_s_to_ns[end])
-    if orig_start is None or orig_end is None:
-        return orig_text
-    return orig_text[orig_start:orig_end + 1]
-
-
-# ----------------------------------------------------------------------------
-# Google's BasicTokenizer rules (used only by get_final_text)
-
-
-def _is_whitespace(c):
-    return c in (" ", "\t", "\n", "\r") or unicodedata.category(c) == "Zs"
-
-
-def _is_control(c):
-    if c in ("\t", "\n", "\r"):
-        return False
-    return unicodedata.category(c) in ("Cc", "Cf")
-
-
-def _is_punctuation(c):
-    cp = ord(c)
-    # ASCII symbols count as punctuation although Unicode calls some of them "S*"
-    if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
-        return True
-    return unicodedata.category(c).startswith("P")
-
-
-def _is_cjk(cp):
-    return (0x4E00 <= cp <= 0x9FFF or 0x3400 <= cp <= 0x4DBF or 0x20000 <= cp <= 0x2A6DF
-            or 0x2A700 <= cp <= 0x2B73F or 0x2B740 <= cp <= 0x2B81F or 0x2B820 <= cp <= 0x2CEAF
-            or 0xF900 <= cp <= 0xFAFF or 0x2F800 <= cp <= 0x2FA1F)
-
-
-def basic_tokenize(text, lower_case=True):
-    """Google's BasicTokenizer: clean, split CJK, whitespace, (lower + strip accents), punctuation.
-
-    Returns a list of str.
-    """
-    chars = []
-    for c in text:
-        cp = ord(c)
-        if cp == 0 or cp == 0xFFFD or _is_control(c):
-            continue
-        if _is_whitespace(c):
-            chars.append(" ")
-        elif _is_cjk(cp):
-            chars.extend((" ", c, " "))
-        else:
-            chars.append(c)
-    out = []
-    for token in "".join(chars).split():
-        if lower_case:
-            token = "".join(c for c in unicodedata.normalize("NFD", token.lower())
-                            if unicodedata.category(c) != "Mn")
-        current = []
-        for c in token:
-            if _is_punctuation(c):
-                if current:
-                    out.append("".join(current))
-                    current = []
-                out.append(c)
-            else:
-                current.append(c)
-        if current:
-            out.append("".join(current))
-    return [t for t in " ".join(out).split()]

@@ -42,6 +42,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from bert_keras import _private_api
 from bert_keras.errors import DataError
 from bert_keras.text import packing
 from bert_keras.text.basic import BasicTokenizer, Words
@@ -72,8 +73,8 @@ class _VocabTable:
     """Tokens by id and the id of each token.
 
     A plain object on purpose: a list or dict attribute of a Keras layer is
-    wrapped and walked entry by entry by Keras' attribute tracking, which cost
-    about a second per tokenizer for a 30k vocabulary.
+    wrapped and walked entry by entry by Keras' attribute tracking (cost:
+    docs/design.md, "Measured choices").
     """
 
     __slots__ = ("tokens", "ids")
@@ -127,8 +128,7 @@ class BertTokenizer(keras.layers.Layer):
         kwargs.setdefault("trainable", False)
         super().__init__(**kwargs)
         # Keep string/ragged tensors as they are (Keras would convert inputs).
-        self._convert_input_args = False
-        self._allow_non_tensor_positional_args = True
+        _private_api.accept_raw_inputs(self)
         self.built = True
         source = None
         if isinstance(vocabulary, (str, os.PathLike)):

@@ -80,21 +80,34 @@ CJK_RANGES = (
 )
 
 
-def _is_google_punctuation(ch: str) -> bool:
+# Google's character classes, one character at a time (`BasicTokenizer`'s
+# `_is_punctuation`, `_is_control`, `_is_whitespace`, `_is_chinese_char`).  The
+# tables below are built from them; pure-Python code that must split text as
+# Google does (SQuAD's `get_final_text`) calls them directly.
+
+def is_punctuation(ch: str) -> bool:
+    """ASCII symbols (Unicode calls some of them S*) and every Unicode P* character."""
     cp = ord(ch)
     if 33 <= cp <= 47 or 58 <= cp <= 64 or 91 <= cp <= 96 or 123 <= cp <= 126:
         return True
     return unicodedata.category(ch).startswith("P")
 
 
-def _is_google_control(ch: str) -> bool:
+def is_control(ch: str) -> bool:
+    """Categories Cc and Cf, except tab, newline and carriage return (which are whitespace)."""
     if ch in "\t\n\r":
         return False
     return unicodedata.category(ch) in ("Cc", "Cf")
 
 
-def _is_google_whitespace(ch: str) -> bool:
+def is_whitespace(ch: str) -> bool:
+    """Space, tab, newline, carriage return and category Zs."""
     return ch in " \t\n\r" or unicodedata.category(ch) == "Zs"
+
+
+def is_cjk(cp: int) -> bool:
+    """Whether codepoint cp is in one of the CJK Unified Ideographs blocks (`CJK_RANGES`)."""
+    return any(lo <= cp <= hi for lo, hi in CJK_RANGES)
 
 
 def _case_class(ch: str) -> int:
@@ -140,11 +153,11 @@ def build_tables(lower_case: bool):
             # (their case, decomposition and class are all trivial).
             continue
         v = 0
-        if cp == 0 or cp == 0xFFFD or _is_google_control(ch):
+        if cp == 0 or cp == 0xFFFD or is_control(ch):
             v |= DROP
-        elif _is_google_whitespace(ch) or ch.isspace():
+        elif is_whitespace(ch) or ch.isspace():
             v |= SPACE
-        if _is_google_punctuation(ch):
+        if is_punctuation(ch):
             v |= PUNCT
         if cat == "Mn":
             v |= MN
@@ -183,10 +196,3 @@ def build_tables(lower_case: bool):
         exp.astype(np.int32),
         np.asarray(stripped, dtype=np.int32),
     )
-
-
-def lookup_numpy(tables, codepoints):
-    """The table lookup in numpy (used by tests and tools)."""
-    stage1, stage2 = tables[0], tables[1]
-    cps = np.asarray(codepoints, dtype=np.int64)
-    return stage2[stage1[cps >> BLOCK_BITS].astype(np.int64) * BLOCK + (cps & (BLOCK - 1))]

@@ -34,10 +34,9 @@ _XLA = {}
 def sparse_softmax_cross_entropy(labels, logits):
     """``tf.nn.sparse_softmax_cross_entropy_with_logits`` for float32 logits [N, V], labels int32 [N].
 
-    Same values (within float32 rounding); 2.4x less CPU time on the [608, 30522] MLM
-    logits of a BERT-SMALL batch (75 vs 185 ms), where TensorFlow's kernel took 7% of a
-    bf16 training step: the row maximum is a TensorFlow reduction, the sum of exponentials
-    and the gradient softmax - one_hot are one XLA-fused pass each.
+    Same values (within float32 rounding), less CPU time on the [N, V] MLM logits
+    (docs/design.md, "Measured choices"): the row maximum is a TensorFlow reduction, the
+    sum of exponentials and the gradient softmax - one_hot are one XLA-fused pass each.
     """
     if not _XLA:
         _XLA["exp_sum"] = tf.function(_exp_sum, jit_compile=True, reduce_retracing=True)

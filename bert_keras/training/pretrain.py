@@ -93,10 +93,11 @@ from bert_keras.training.loop import (_STATS, NonFiniteLossError, PretrainLoop, 
                                       sparse_softmax_cross_entropy)
 from bert_keras.training.optimization import create_optimizer
 from bert_keras.training.pretrain_config import (MIXED_PRECISION, SCHEDULES, PhasedSchedule, PretrainConfig,
-                                                 _file_list, _read_text, _write_text, check_resume_options,
+                                                 _file_list, _read_text, check_resume_options,
                                                  learning_rate_schedule, resolve_path, split_heldout)
 from bert_keras.training.pretrain_model import build_pretrainer
-from bert_keras.text.vocab import load_vocab
+from bert_keras.text.vocab import load_vocab, token_ids
+from bert_keras.utils import write_text
 
 __all__ = ["PretrainConfig", "pretrain", "PretrainLoop", "evaluate_pretrainer", "pretraining_terms",
            "sparse_softmax_cross_entropy", "learning_rate_schedule", "PhasedSchedule", "NonFiniteLossError",
@@ -136,7 +137,7 @@ def _truncate_metrics(path, step):
     if torn:
         print(f"{path}: dropped a torn last line (the previous run stopped while writing it)")
     if torn or len(keep) != len(records):
-        _write_text(path, "".join(json.dumps(r) + "\n" for r in keep))
+        write_text(path, "".join(json.dumps(r) + "\n" for r in keep))
 
 
 def _append_metrics(path, record):
@@ -236,7 +237,7 @@ class _Run:
             self.say(note)
         vocab = load_vocab(self.spec.vocab_path)
         self.vocab_size = len(vocab)
-        self.mask_id = vocab.index("[MASK]") if "[MASK]" in vocab else None
+        self.mask_id = token_ids(vocab).get("[MASK]")
         self.train_files = _file_list(cfg.train_files)
         self.eval_files = _file_list(cfg.eval_files)
         if cfg.heldout_every and self.train_files:
@@ -246,7 +247,7 @@ class _Run:
 
     def record_options(self):
         if self.chief:
-            _write_text(self.config_path, json.dumps(self.cfg.to_dict(), indent=2))
+            write_text(self.config_path, json.dumps(self.cfg.to_dict(), indent=2))
 
     def build_state(self):
         """Model (from init unless resuming), optimiser, step/phase counters, checkpoint manager."""
@@ -406,7 +407,7 @@ class _Run:
         self.evals[f"phase{phase}"] = dict(
             evaluate_pretrainer(self.model, eval_ds, cfg.eval_batches, mask_id=self.mask_id),
             step=self.step, seq_len=seq_len, max_predictions=max_pred)
-        _write_text(self.eval_path, json.dumps(self.evals, indent=2))
+        write_text(self.eval_path, json.dumps(self.evals, indent=2))
         self.say(f"held-out phase {phase}: " + ", ".join(
             f"{k} {v:.4f}" for k, v in self.evals[f"phase{phase}"].items() if isinstance(v, float)))
 

@@ -15,11 +15,12 @@ from typing import Any
 import keras
 import tensorflow as tf
 
+from bert_keras.choices import MIXED_PRECISION
 from bert_keras.errors import BertKerasError
+from bert_keras.utils import write_text
 from bert_keras.training import distribute
 from bert_keras.training.optimization import ADAM_RULES, WarmupPolynomialDecay
 
-MIXED_PRECISION = {"none": None, "bf16": "mixed_bfloat16", "fp16": "mixed_float16"}
 SCHEDULES = ("single", "per_phase")
 
 # Options that may change when a run resumes: they change how often it logs, saves and
@@ -201,10 +202,6 @@ class PretrainConfig:
     def total_steps(self) -> int:
         return self.phase1_steps + self.phase2_steps
 
-    def phase_of_step(self, step: int) -> int:
-        """Phase (1 or 2) that optimiser step ``step`` (0-based) belongs to."""
-        return 1 if step < self.phase1_steps else 2
-
 
 # =========================================================================== schedule
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -236,13 +233,16 @@ def learning_rate_schedule(cfg: PretrainConfig):
 
     if cfg.schedule == "single" or cfg.phase2_steps == 0 or cfg.phase1_steps == 0:
         total = cfg.total_steps
-        return WarmupPolynomialDecay(cfg.learning_rate, total, warm(total, cfg.warmup_steps),
-                                     cfg.end_learning_rate)
-    first = WarmupPolynomialDecay(cfg.learning_rate, cfg.phase1_steps, warm(cfg.phase1_steps, cfg.warmup_steps),
-                                  cfg.end_learning_rate)
+        return WarmupPolynomialDecay(peak_learning_rate=cfg.learning_rate, total_steps=total,
+                                     warmup_steps=warm(total, cfg.warmup_steps),
+                                     end_learning_rate=cfg.end_learning_rate)
+    first = WarmupPolynomialDecay(peak_learning_rate=cfg.learning_rate, total_steps=cfg.phase1_steps,
+                                  warmup_steps=warm(cfg.phase1_steps, cfg.warmup_steps),
+                                  end_learning_rate=cfg.end_learning_rate)
     lr2 = cfg.phase2_learning_rate if cfg.phase2_learning_rate is not None else cfg.learning_rate
-    second = WarmupPolynomialDecay(lr2, cfg.phase2_steps, warm(cfg.phase2_steps, cfg.phase2_warmup_steps),
-                                   cfg.end_learning_rate)
+    second = WarmupPolynomialDecay(peak_learning_rate=lr2, total_steps=cfg.phase2_steps,
+                                   warmup_steps=warm(cfg.phase2_steps, cfg.phase2_warmup_steps),
+                                   end_learning_rate=cfg.end_learning_rate)
     return PhasedSchedule(first, second, cfg.phase1_steps)
 
 
@@ -287,7 +287,7 @@ def split_heldout(files, out_dir, every):
     if not train or not held:
         raise BertKerasError(f"heldout_every={every}: {len(docs)} document(s) in {files} give an empty split")
     for path, part in ((train_path, train), (held_path, held)):
-        _write_text(path, "\n\n".join("\n".join(d) for d in part) + "\n")
+        write_text(path, "\n\n".join("\n".join(d) for d in part) + "\n")
     return train_path, held_path
 
 
@@ -296,14 +296,6 @@ def split_heldout(files, out_dir, every):
 def _read_text(path):
     with tf.io.gfile.GFile(path, "r") as f:
         return f.read()
-
-
-def _write_text(path, text):
-    """Writes through a temporary file and a rename, so readers never see half a file."""
-    tmp = f"{path}.tmp-{os.getpid()}"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-        f.write(text)
-    tf.io.gfile.rename(tmp, path, overwrite=True)
 
 
 def changed_options(recorded: dict, cfg: PretrainConfig) -> list[str]:
