@@ -27,14 +27,14 @@ def main(argv=None):
 
     import bert_keras as bk
     from bert_keras.data.pretraining import pretraining_dataset
-    from bert_keras.text.vocab import load_vocab
+    from bert_keras.text.vocab import load_vocab, token_ids
     from bert_keras.training.pretrain import evaluate_pretrainer
 
     vocab_path = os.path.join(args.checkpoint, "vocab.txt")
     model = bk.load_checkpoint(args.checkpoint, task="pretraining")
     data = pretraining_dataset([args.heldout], vocab_path, seq_len=args.seq_len,
                                max_predictions=args.max_predictions, batch_size=args.batch_size, seed=12345)
-    result = evaluate_pretrainer(model, data, args.batches, mask_id=load_vocab(vocab_path).index("[MASK]"))
+    result = evaluate_pretrainer(model, data, args.batches, mask_id=token_ids(load_vocab(vocab_path))["[MASK]"])
     print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in result.items()}))
 
 
