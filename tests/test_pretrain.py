@@ -138,12 +138,13 @@ def test_kill_9_mid_training_then_rerun_resumes_and_ends_with_the_uninterrupted_
     assert resumed_info["trained_steps"] == 12 - 6 and straight_info["trained_steps"] == 12
     assert straight.keys() == resumed.keys()
     for name in straight:
-        np.testing.assert_allclose(resumed[name], straight[name], rtol=1e-5, atol=1e-6, err_msg=name)
+        # measured 0.0: the resumed run replays the remaining steps bit for bit
+        np.testing.assert_allclose(resumed[name], straight[name], rtol=0, atol=1e-7, err_msg=name)
     # metrics.jsonl: the killed run's lines after step 6 were dropped, every step logged once.
     lines = [json.loads(x) for x in open(r["tmp"] / "killed" / "metrics.jsonl")]
     assert [x["step"] for x in lines] == list(range(1, 13))
     reference = [json.loads(x) for x in open(r["tmp"] / "straight" / "metrics.jsonl")]
-    np.testing.assert_allclose([x["loss"] for x in lines], [x["loss"] for x in reference], rtol=1e-5)
+    np.testing.assert_allclose([x["loss"] for x in lines], [x["loss"] for x in reference], rtol=1e-7)  # measured 0.0
 
 
 def test_finished_run_exits_without_training_and_final_model_loads(resume_runs, capsys):
