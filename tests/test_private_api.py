@@ -79,22 +79,23 @@ def test_onednn_enabled_reports_the_x86_build():
     assert private.onednn_enabled() is expected
 
 
-def test_calibrate_only_records_ranges_and_quantises_nothing(calibrated_converter):
-    private.set_calibrate_only(calibrated_converter)
+def _calibrated(converter):
+    """The converter's calibrate-only output (ranges recorded), with the flag reset afterwards."""
+    private.set_calibrate_only(converter)
     try:
-        calibrated = calibrated_converter.convert()
+        return converter.convert()
     finally:
-        calibrated_converter._experimental_calibrate_only = False
+        converter._experimental_calibrate_only = False
+
+
+def test_calibrate_only_records_ranges_and_quantises_nothing(calibrated_converter):
+    calibrated = _calibrated(calibrated_converter)
     dtypes = {dtype for _, _, dtype in _dtypes_by_op(calibrated)}
     assert dtypes == {np.float32}
 
 
 def test_mlir_quantize_leaves_the_denylisted_op_float(calibrated_converter):
-    private.set_calibrate_only(calibrated_converter)
-    try:
-        calibrated = calibrated_converter.convert()
-    finally:
-        calibrated_converter._experimental_calibrate_only = False
+    calibrated = _calibrated(calibrated_converter)
     dense = [name for op, name, _ in _dtypes_by_op(calibrated) if op == "FULLY_CONNECTED"]
     assert len(dense) == 2
     first, second = sorted(dense, key=lambda n: "second" in n)
