@@ -139,6 +139,7 @@ def main(argv=None):
 
     from bert_keras import samples
     from bert_keras.export import TFLiteModel, export_saved_model, export_tflite, resolve
+    from bert_keras.choices import CALIBRATED
     from bert_keras.export.saved_model import saved_model_size_mb
     from bert_keras.export.tflite import file_size_mb, latency_ms
     from bert_keras.text.tokenizer import BertTokenizer
@@ -176,7 +177,7 @@ def main(argv=None):
     f32_logits = None
     for q in ["none"] + [q for q in args.quantize if q != "none"]:
         start = time.perf_counter()
-        calib = calibration if q.startswith("int8") else None
+        calib = calibration if q in CALIBRATED else None
         paths = export_tflite(model_dir, tfl_dir, quantize=q, calibration_texts=calib, text_model="text" in args.kinds)
         convert_s = time.perf_counter() - start
         for kind in ["ids"] + [k for k in args.kinds if k != "ids"]:

@@ -240,6 +240,18 @@ def test_int8_needs_calibration_text(clf_dir, workdir):
         export_tflite(clf_dir, str(workdir / "x"), quantize="int8")
 
 
+def test_a_converter_error_without_a_message_is_still_one_named_line():
+    # TFLite's MLIR quantiser raises a bare RuntimeError() (its reason goes to stderr)
+    from bert_keras.export.tflite_convert import _convert
+
+    class Failing:
+        def convert(self):
+            raise RuntimeError()
+
+    with pytest.raises(BertKerasError, match=r"^TFLite conversion of model\.tflite failed: RuntimeError$"):
+        _convert(Failing(), "model.tflite")
+
+
 # --------------------------------------------------------------------------- every task family
 def _family_model(name, vocab_path, root):
     """A one-layer task model of the family, saved as `finetune` saves it: (folder, checkpoint task)."""

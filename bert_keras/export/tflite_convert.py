@@ -85,7 +85,7 @@ def _convert(conv, what, float_nodes=None):
     except BertKerasError:  # PrivateAPIError included
         raise
     except Exception as e:  # noqa: BLE001 - converter errors are long; keep the first line
-        raise BertKerasError(f"TFLite conversion of {what} failed: {str(e).strip().splitlines()[0]}") from e
+        raise BertKerasError(f"TFLite conversion of {what} failed: {(str(e).strip().splitlines() or [type(e).__name__])[0]}") from e
 
 
 def _matching_nodes(content, patterns):
