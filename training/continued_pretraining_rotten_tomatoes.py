@@ -35,18 +35,6 @@ PROTOCOL = {"batch_size": 32, "learning_rate": 5e-05, "weight_decay": 0.01, "war
             "clipnorm": 1.0, "max_seq_len": 128, "split": "rotten_tomatoes_split(0)", "dtype": "float32"}
 
 
-def write_json(path, obj):
-    """Write ``obj`` to ``path`` through a temporary sibling and a rename."""
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(obj, f, indent=2)
-        f.write("\n")
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
-
-
 def seeds_file_runs(path, n_train):
     """The all-labels "minilm" runs of `rotten_tomatoes_seeds.py`'s JSON, by seed."""
     with open(path, encoding="utf-8") as f:
@@ -90,6 +78,7 @@ def main(argv=None):
     from bert_keras import samples
     from bert_keras.finetuning import finetune
     from bert_keras.tasks import InputExample
+    from bert_keras.utils import write_json
 
     (tr_x, tr_y), (dev_x, dev_y) = samples.rotten_tomatoes_split(seed=0)
     if args.limit_dev:

