@@ -32,6 +32,7 @@ Quantisation: see `tflite_convert` ("none", "float16", "dynamic", "int8",
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -40,6 +41,7 @@ import tensorflow as tf
 
 from bert_keras.errors import BertKerasError
 from bert_keras.export import heads
+from bert_keras.export.residual_scaling import residual_scaling, scales_from_maxima, stream_maxima
 from bert_keras.export.spec import check_out_dir, keep_other_variants, may_replace_export, resolve, write_spec
 from bert_keras.export.tflite_convert import (CALIBRATED, MIXED_FLOAT_NODES, QUANTIZE, _convert, _converter,
                                               _quantize, assert_builtin_only, attention_masking,
@@ -120,9 +122,14 @@ def export_tflite(model_dir, out_dir, quantize="none", max_seq_len=None, calibra
     out_dir = os.fspath(out_dir)
     check_out_dir(out_dir, model_dir, "tflite")
     shape = [None, k, L] if mc else [None, L]
-    # Full int8 traces the attention with bounded masking (see `attention_masking`).
+    # Both int8 modes trace the attention with bounded masking (see `attention_masking`);
+    # full int8 also stores the residual stream rescaled per channel (`residual_scaling`).
+    scaling = contextlib.nullcontext()
+    if quantize == "int8":
+        maxima = stream_maxima(model, _batched(_representative_ids(spec, calibration_texts, mc, k)()))
+        scaling = residual_scaling(model, scales_from_maxima(maxima))
     with tempfile.TemporaryDirectory(prefix="bert-keras-tflite-") as workdir, \
-            attention_masking(model, "select" if quantize in CALIBRATED else "additive"), \
+            attention_masking(model, "select" if quantize in CALIBRATED else "additive"), scaling, \
             atomic_folder(out_dir, may_replace=may_replace_export("tflite")) as tmp:
         paths = _export_files(model, spec, tmp, quantize, calibration_texts, text_model, ids_model, suffix, mc,
                               k, L, shape, workdir, n_cp, int(max_chars_per_word))
@@ -237,6 +244,20 @@ def _representative_ids(spec, texts, mc, k, limit=200):
                 yield {n: feats[n].numpy() for n in INPUT_NAMES}
 
     return gen
+
+
+def _batched(examples, size=32):
+    """One-example feature dicts -> dicts of `size` examples."""
+    import numpy as np
+
+    batch = []
+    for item in examples:
+        batch.append(item)
+        if len(batch) == size:
+            yield {n: np.concatenate([b[n] for b in batch]) for n in batch[0]}
+            batch = []
+    if batch:
+        yield {n: np.concatenate([b[n] for b in batch]) for n in batch[0]}
 
 
 def _representative_texts(spec, texts, mc, k, n_cp, limit=200):

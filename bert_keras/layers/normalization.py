@@ -16,7 +16,15 @@ class LayerNorm(keras.layers.LayerNormalization):
     unchanged.
     """
 
+    # (s_in, s_out) per-channel residual-stream scales, set only while exporting full-integer
+    # TFLite (`bert_keras.export.residual_scaling`); never part of the config.
+    stream_scales = None
+
     def call(self, inputs, training=None):
+        if self.stream_scales is not None:
+            from bert_keras.export.residual_scaling import scaled_layer_norm
+
+            return scaled_layer_norm(inputs, self.gamma, self.beta, self.epsilon, *self.stream_scales)
         if (fused.use_fused_training(self, training) and not self.rms_scaling and self.center and self.scale
                 and tuple(self.axis) in ((-1,), (len(inputs.shape) - 1,))):
             return fused.layer_norm(inputs, self.gamma.value, self.beta.value, self.epsilon)

@@ -1,0 +1,154 @@
+"""Per-channel rescaling of the residual stream, for full-integer TFLite.
+
+A few channels of BERT's residual stream carry values tens of times larger
+than the rest (Bondarenko et al. 2021; Kovaleva et al. 2021, "BERT Busters").
+Full-integer TFLite gives each activation tensor one int8 scale, so in every
+tensor of the stream (LayerNorm inputs and outputs, the attention and
+feed-forward outputs that join it) those few channels set the step and the
+other channels are left with a handful of levels.
+
+`residual_scaling` stores the stream divided by a per-channel factor ``s``
+(``s = 1`` except on the outlier channels) and keeps the function exactly the
+same:
+
+* every dense that reads the stream has ``s`` folded into its kernel rows
+  (``x W = (x / s)(diag(s) W)``), every dense that writes it divides its
+  kernel columns and bias by ``s``; residual adds need nothing;
+* each LayerNorm reads ``z' = z / s_in`` and writes ``LN(z) / s_out`` without
+  ever forming ``z``: ``mean(z)`` is ``sum(z') + sum_o (s_o - 1) z'_o`` over
+  the outlier channels ``o`` only, the centred ``d' = z' - mean / s_in`` and
+  ``var(z) = (sum(d'^2) + sum_o (s_o^2 - 1) d'^2_o) / H``, and the output is
+  ``gamma s_in / s_out * d' * rsqrt(var + eps) + beta / s_out``.
+
+Every intermediate then stays within the range of the ordinary channels.  In
+float32 the rescaled model equals the original within rounding
+(`tests/test_export.py`).  The factors come from the stream's per-channel
+maxima on the calibration sentences (`stream_maxima`).  The last block's
+output is left unscaled (``s = 1``): the heads read it directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from bert_keras import _private_api
+from bert_keras.errors import BertKerasError
+
+# Channels whose maximum exceeds OUTLIER_FACTOR times the median channel
+# maximum of their segment are scaled down to that bound.
+OUTLIER_FACTOR = 2.0
+
+
+def _encoder(model):
+    from bert_keras.models.encoder import BertEncoder
+
+    if isinstance(model, BertEncoder):
+        return model
+    found = [layer for layer in _private_api.flatten_layers(model) if isinstance(layer, BertEncoder)]
+    if len(found) != 1:
+        raise BertKerasError(f"residual scaling needs exactly one BertEncoder in the model, found {len(found)}")
+    return found[0]
+
+
+def stream_maxima(model, batches) -> list:
+    """Per-channel max |value| of each residual-stream segment over batches of encoder inputs.
+
+    Segment 0 is the embeddings' LayerNorm output and the first block's
+    attention output and residual sum; segment 2i+1 is block i's first
+    LayerNorm output, its feed-forward output and residual sum; segment 2i+2
+    is block i's output.  Returns a list of 2N+1 float64 arrays [H].
+    """
+    from bert_keras.layers.attention import attention_bias_from_padding_mask
+
+    enc = _encoder(model)
+    maxima = None
+    for feats in batches:
+        feats = {k: np.asarray(v).reshape(-1, np.shape(v)[-1]) for k, v in feats.items()}
+        x = enc.embeddings(feats["token_ids"], feats["segment_ids"], training=False)
+        bias = attention_bias_from_padding_mask(feats["padding_mask"])
+        seen = [[x]]
+        for block in enc.transformer_layers:
+            attended = block.attention(x, bias, training=False)
+            z1 = x + attended
+            a1 = block.attention_layer_norm(z1)
+            hidden = block.output_dense(block.intermediate(a1))
+            z2 = a1 + hidden
+            x = block.output_layer_norm(z2)
+            seen[-1] += [attended, z1]
+            seen += [[a1, hidden, z2], [x]]
+        now = [np.max([np.abs(np.asarray(t, np.float64)).reshape(-1, t.shape[-1]).max(0) for t in ts], axis=0)
+               for ts in seen]
+        maxima = now if maxima is None else [np.maximum(m, n) for m, n in zip(maxima, now)]
+    if maxima is None:
+        raise BertKerasError("residual scaling needs at least one calibration batch")
+    return maxima
+
+
+def scales_from_maxima(maxima, factor=OUTLIER_FACTOR) -> list:
+    """s per segment: max / (factor * median max) on the outlier channels, 1 elsewhere; the last segment 1."""
+    scales = []
+    for m in maxima[:-1]:
+        bound = factor * float(np.median(m))
+        scales.append(np.maximum(1.0, np.asarray(m, np.float64) / max(bound, 1e-12)).astype(np.float32))
+    scales.append(np.ones_like(maxima[-1], dtype=np.float32))
+    return scales
+
+
+@contextlib.contextmanager
+def residual_scaling(model, scales):
+    """Folds per-channel stream scales (`scales_from_maxima`) into model's weights, restored on exit."""
+    enc = _encoder(model)
+    blocks = enc.transformer_layers
+    if len(scales) != 2 * len(blocks) + 1:
+        raise BertKerasError(f"residual scaling: {len(scales)} scales for {len(blocks)} blocks "
+                             f"(needs {2 * len(blocks) + 1})")
+    dense_in, dense_out, norms = [], [], [(enc.embeddings.layer_norm, None, scales[0])]
+    for i, block in enumerate(blocks):
+        s_x, s_a, s_y = scales[2 * i], scales[2 * i + 1], scales[2 * i + 2]
+        dense_in += [(block.attention.qkv, s_x), (block.intermediate, s_a)]
+        dense_out += [(block.attention.output_dense, s_x), (block.output_dense, s_a)]
+        norms += [(block.attention_layer_norm, s_x, s_a), (block.output_layer_norm, s_a, s_y)]
+    saved = [(v, np.array(v.numpy())) for layer, _ in dense_in + dense_out for v in layer.weights]
+    try:
+        for layer, s in dense_in:
+            layer.kernel.assign(layer.kernel.numpy() * s[:, None])
+        for layer, s in dense_out:
+            layer.kernel.assign(layer.kernel.numpy() / s[None, :])
+            layer.bias.assign(layer.bias.numpy() / s)
+        for norm, s_in, s_out in norms:
+            norm.stream_scales = (s_in, s_out)
+        yield scales
+    finally:
+        for variable, value in saved:
+            variable.assign(value)
+        for norm, _, _ in norms:
+            norm.stream_scales = None
+
+
+def scaled_layer_norm(z, gamma, beta, epsilon, s_in, s_out):
+    """LN(z * s_in) / s_out computed from z without forming z * s_in (see the module docstring)."""
+    from keras import ops
+
+    h = int(z.shape[-1])
+    dtype = z.dtype
+    s_in = np.ones(h, np.float32) if s_in is None else np.asarray(s_in, np.float32)
+    s_out = np.ones(h, np.float32) if s_out is None else np.asarray(s_out, np.float32)
+    outliers = np.flatnonzero(s_in > 1.0).astype(np.int32)
+
+    def channel_sum(t, outlier_weights):
+        """sum over the channels of t, plus sum over the outlier channels of t_o * outlier_weights_o."""
+        out = ops.sum(t, axis=-1, keepdims=True)
+        if len(outliers):
+            picked = ops.take(t, outliers, axis=-1) * ops.cast(outlier_weights[outliers], dtype)
+            out = out + ops.sum(picked, axis=-1, keepdims=True)
+        return out
+
+    mean = channel_sum(z, s_in - 1.0) / h
+    centred = z - mean * ops.cast(1.0 / s_in, dtype)
+    squared = centred * centred
+    var = channel_sum(squared, s_in * s_in - 1.0) / h
+    rstd = ops.rsqrt(var + epsilon)
+    scale = ops.cast(gamma, dtype) * ops.cast(s_in / s_out, dtype)
+    return centred * rstd * scale + ops.cast(beta, dtype) * ops.cast(1.0 / s_out, dtype)
