@@ -37,7 +37,9 @@ from bert_keras import _private_api
 from bert_keras.errors import BertKerasError
 
 # Channels whose maximum exceeds OUTLIER_FACTOR times the median channel
-# maximum of their segment are scaled down to that bound.
+# maximum of their segment are scaled down to that bound.  On the fine-tuned
+# MiniLM sentiment model (Rotten Tomatoes dev, float32 80.84%), full int8 gave
+# 80.29% at 2 and 79.74% at 4 (docs/results.md).
 OUTLIER_FACTOR = 2.0
 
 
@@ -86,8 +88,13 @@ def stream_maxima(model, batches) -> list:
     return maxima
 
 
-def scales_from_maxima(maxima, factor=OUTLIER_FACTOR) -> list:
-    """s per segment: max / (factor * median max) on the outlier channels, 1 elsewhere; the last segment 1."""
+def scales_from_maxima(maxima, factor=None) -> list:
+    """s per segment: max / (factor * median max) on the outlier channels, 1 elsewhere; the last segment 1.
+
+    factor defaults to `OUTLIER_FACTOR` (read at call time; ``float("inf")``
+    gives s = 1 everywhere, i.e. no rescaling).
+    """
+    factor = OUTLIER_FACTOR if factor is None else float(factor)
     scales = []
     for m in maxima[:-1]:
         bound = factor * float(np.median(m))
