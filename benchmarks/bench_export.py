@@ -132,7 +132,13 @@ def main(argv=None):
                    help="TFLite files to score: ids (model.tflite) and/or text (model_text.tflite)")
     p.add_argument("--skip-tokenizer-match", action="store_true",
                    help="skip the in-TFLite tokenizers vs Google exact-match and latency measurement")
+    p.add_argument("--outlier-factor", type=float, default=None,
+                   help="full int8: residual_scaling.OUTLIER_FACTOR (inf = no rescaling; default: the library's)")
     args = p.parse_args(argv)
+    if args.outlier_factor is not None:
+        from bert_keras.export import residual_scaling
+
+        residual_scaling.OUTLIER_FACTOR = args.outlier_factor
 
     import tensorflow as tf
     import tensorflow_text  # noqa: F401

@@ -83,7 +83,8 @@ def export_tflite(model_dir, out_dir, quantize="none", max_seq_len=None, calibra
         (other quantisations) are kept when their export JSON matches this
         one.  A folder equal to or containing the model folder is refused.
       quantize: "none", "float16", "dynamic", "int8" (full integer,
-        calibrated on `calibration_texts`) or "int8_mixed" (as "int8" with
+        calibrated on `calibration_texts`, the residual stream rescaled per
+        channel: `residual_scaling`) or "int8_mixed" (as "int8" with
         the residual adds, LayerNorms and FFN output dense left float).
       max_seq_len: fixed sequence length of both files (default: the folder's,
         else 128).

@@ -3,8 +3,9 @@ quantisation variants, and the checks that a file holds builtin ops only.
 
 Quantisation (`quantize`): "none" (float32), "float16" (weights in float16),
 "dynamic" (int8 weights, float activations), "int8" (int8 weights and
-activations, calibrated on real sentences; ops without an int8 kernel stay
-float), "int8_mixed" (as "int8", but the residual stream stays float: every
+activations, calibrated on real sentences, the residual stream's outlier
+channels rescaled exactly, see `residual_scaling`; ops without an int8 kernel
+stay float), "int8_mixed" (calibrated as "int8", but the residual stream stays float: every
 residual add, every LayerNorm and the feed-forward output dense that feeds the
 residual, see `MIXED_FLOAT_NODES`).  Integer ops (the tokenizer of the text
 model) are left as they are by every variant.
