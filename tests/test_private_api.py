@@ -74,8 +74,17 @@ def test_a_missing_attribute_names_the_api_and_the_installed_version():
 
 
 def test_onednn_enabled_reports_the_x86_build():
-    # TensorFlow's Linux x86-64 wheels are built with oneDNN; other builds are not.
-    expected = platform.system() == "Linux" and platform.machine() == "x86_64"
+    # TensorFlow's Linux x86-64 wheels are built with oneDNN and turn it on by default on CPUs
+    # with neural-network instructions (AVX512-VNNI, AVX512-BF16, AVX-VNNI, AMX); other builds
+    # and CPUs are off, and TF_ENABLE_ONEDNN_OPTS=0/1 overrides the default.
+    x86_linux = platform.system() == "Linux" and platform.machine() == "x86_64"
+    flags = set()
+    if x86_linux:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            flags = set(next((ln.split(":", 1)[1].split() for ln in f if ln.startswith("flags")), []))
+    default = bool(flags & {"avx512_vnni", "avx512_bf16", "avx_vnni", "amx_bf16", "amx_int8", "amx_tile"})
+    env = os.environ.get("TF_ENABLE_ONEDNN_OPTS")
+    expected = x86_linux and (env == "1" or (env not in ("0", "1") and default))
     assert private.onednn_enabled() is expected
 
 

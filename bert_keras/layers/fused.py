@@ -283,7 +283,7 @@ def qkv_heads(qkv, num_heads, query_scale):
 def masked_softmax_dropout(scores, attention_bias, bits, threshold, scale):
     """Dropout(softmax(scores + bias)) in scores' dtype.  scores [B, N, Lq, Lk], bias [B, 1, 1, Lk].
 
-    The softmax is TensorFlow's: with oneDNN (TensorFlow's x86 default) on bf16 scores,
+    The softmax is TensorFlow's: with oneDNN (see `_onednn`) on bf16 scores,
     which computes max, exp and sum in float32 and rounds the probabilities once (the same
     numbers as casting to float32 first); otherwise on float32 scores.  XLA's exp and its
     reductions over the keys were twice as slow at 512 tokens.  The dropout and the backward
@@ -311,10 +311,23 @@ def masked_softmax_dropout(scores, attention_bias, bits, threshold, scale):
 
 
 def _onednn():
-    """Whether TensorFlow runs its oneDNN kernels (x86 builds, unless TF_ENABLE_ONEDNN_OPTS=0)."""
+    """Whether a bf16 softmax runs in oneDNN's float32-accumulating kernel: TensorFlow's oneDNN
+    kernels are on (x86 builds, unless TF_ENABLE_ONEDNN_OPTS=0) and the CPU has AVX-512
+    (oneDNN's bf16 kernels need avx512_core; on an AVX2-only CPU TensorFlow's own bf16 softmax
+    runs instead, 4% off float32 on small probabilities)."""
     if "onednn" not in _CACHE:
-        _CACHE["onednn"] = _private_api.onednn_enabled()
+        _CACHE["onednn"] = _private_api.onednn_enabled() and avx512_core()
     return _CACHE["onednn"]
+
+
+def avx512_core() -> bool:
+    """Whether the CPU has oneDNN's avx512_core set (AVX-512 F, BW, DQ, VL); False where unknown."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= set(flags)
 
 
 def _softmax_dropout_backward(dy, probs, bits, threshold, scale):
