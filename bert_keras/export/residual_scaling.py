@@ -18,7 +18,9 @@ same:
   ever forming ``z``: ``mean(z)`` is ``sum(z') + sum_o (s_o - 1) z'_o`` over
   the outlier channels ``o`` only, the centred ``d' = z' - mean / s_in`` and
   ``var(z) = (sum(d'^2) + sum_o (s_o^2 - 1) d'^2_o) / H``, and the output is
-  ``gamma s_in / s_out * d' * rsqrt(var + eps) + beta / s_out``.
+  ``gamma s_in / s_out * d' * rsqrt(var + eps) + beta / s_out``
+  (`bert_keras.layers.normalization.scaled_layer_norm`, which `LayerNorm`
+  runs while its ``stream_scales`` are set).
 
 Every intermediate then stays within the range of the ordinary channels.  In
 float32 the rescaled model equals the original within rounding
@@ -132,30 +134,3 @@ def residual_scaling(model, scales):
             variable.assign(value)
         for norm, _, _ in norms:
             norm.stream_scales = None
-
-
-def scaled_layer_norm(z, gamma, beta, epsilon, s_in, s_out):
-    """LN(z * s_in) / s_out computed from z without forming z * s_in (see the module docstring)."""
-    from keras import ops
-
-    h = int(z.shape[-1])
-    dtype = z.dtype
-    s_in = np.ones(h, np.float32) if s_in is None else np.asarray(s_in, np.float32)
-    s_out = np.ones(h, np.float32) if s_out is None else np.asarray(s_out, np.float32)
-    outliers = np.flatnonzero(s_in > 1.0).astype(np.int32)
-
-    def channel_sum(t, outlier_weights):
-        """sum over the channels of t, plus sum over the outlier channels of t_o * outlier_weights_o."""
-        out = ops.sum(t, axis=-1, keepdims=True)
-        if len(outliers):
-            picked = ops.take(t, outliers, axis=-1) * ops.cast(outlier_weights[outliers], dtype)
-            out = out + ops.sum(picked, axis=-1, keepdims=True)
-        return out
-
-    mean = channel_sum(z, s_in - 1.0) / h
-    centred = z - mean * ops.cast(1.0 / s_in, dtype)
-    squared = centred * centred
-    var = channel_sum(squared, s_in * s_in - 1.0) / h
-    rstd = ops.rsqrt(var + epsilon)
-    scale = ops.cast(gamma, dtype) * ops.cast(s_in / s_out, dtype)
-    return centred * rstd * scale + ops.cast(beta, dtype) * ops.cast(1.0 / s_out, dtype)

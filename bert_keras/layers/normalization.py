@@ -1,6 +1,7 @@
 """LayerNorm: `keras.layers.LayerNormalization` with a fused mixed-precision training path."""
 
 import keras
+import numpy as np
 
 from bert_keras.layers import fused
 
@@ -22,10 +23,37 @@ class LayerNorm(keras.layers.LayerNormalization):
 
     def call(self, inputs, training=None):
         if self.stream_scales is not None:
-            from bert_keras.export.residual_scaling import scaled_layer_norm
-
             return scaled_layer_norm(inputs, self.gamma, self.beta, self.epsilon, *self.stream_scales)
         if (fused.use_fused_training(self, training) and not self.rms_scaling and self.center and self.scale
                 and tuple(self.axis) in ((-1,), (len(inputs.shape) - 1,))):
             return fused.layer_norm(inputs, self.gamma.value, self.beta.value, self.epsilon)
         return super().call(inputs)
+
+
+def scaled_layer_norm(z, gamma, beta, epsilon, s_in, s_out):
+    """LN(z * s_in) / s_out computed from z without forming z * s_in (s_in, s_out: per-channel
+    float32 [H] or None for 1), for the residual stream stored rescaled
+    (`bert_keras.export.residual_scaling`, which has the formulas)."""
+    from keras import ops
+
+    h = int(z.shape[-1])
+    dtype = z.dtype
+    s_in = np.ones(h, np.float32) if s_in is None else np.asarray(s_in, np.float32)
+    s_out = np.ones(h, np.float32) if s_out is None else np.asarray(s_out, np.float32)
+    outliers = np.flatnonzero(s_in > 1.0).astype(np.int32)
+
+    def channel_sum(t, outlier_weights):
+        """sum over the channels of t, plus sum over the outlier channels of t_o * outlier_weights_o."""
+        out = ops.sum(t, axis=-1, keepdims=True)
+        if len(outliers):
+            picked = ops.take(t, outliers, axis=-1) * ops.cast(outlier_weights[outliers], dtype)
+            out = out + ops.sum(picked, axis=-1, keepdims=True)
+        return out
+
+    mean = channel_sum(z, s_in - 1.0) / h
+    centred = z - mean * ops.cast(1.0 / s_in, dtype)
+    squared = centred * centred
+    var = channel_sum(squared, s_in * s_in - 1.0) / h
+    rstd = ops.rsqrt(var + epsilon)
+    scale = ops.cast(gamma, dtype) * ops.cast(s_in / s_out, dtype)
+    return centred * rstd * scale + ops.cast(beta, dtype) * ops.cast(1.0 / s_out, dtype)
