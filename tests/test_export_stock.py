@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 tf = pytest.importorskip("tensorflow")
-from tests.conftest import tf_models  # noqa: E402
+from tests.conftest import reference, tf_models  # noqa: E402
 
 tokenization = tf_models("official.nlp.tools.tokenization")  # the tests using it: NEEDS_TF_MODELS
 
@@ -464,7 +464,7 @@ def _import_tensorflow_hub():
         from packaging.version import parse
 
         sys.modules["pkg_resources"] = types.SimpleNamespace(parse_version=parse)
-    return pytest.importorskip("tensorflow_hub"), pytest.importorskip("tf_keras")
+    return reference("tensorflow_hub"), reference("tf_keras")
 
 
 def test_tfhub_keras_layer_in_tf_keras_reproduces_and_fine_tunes(hub_export, minilm_dir):
