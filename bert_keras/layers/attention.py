@@ -15,7 +15,9 @@ MASK_VALUE = -10000.0
 def attention_bias_from_padding_mask(padding_mask):
     """int/bool [B, L] (1 = real token) -> float32 [B, 1, 1, L] additive bias (0 or -10000)."""
     mask = ops.cast(padding_mask, "float32")
-    return (1.0 - mask)[:, None, None, :] * MASK_VALUE
+    # expand_dims, not [:, None, None, :]: a new-axis slice on a dynamic length
+    # has no TFLite builtin (an open-length TFLite file would need Flex).
+    return ops.expand_dims(ops.expand_dims((1.0 - mask) * MASK_VALUE, 1), 1)
 
 
 # `BertSelfAttention.masking` values.  "additive" (training, inference, every
