@@ -12,7 +12,9 @@ Hugging Face / Google folder with a task head).
                Unicode codepoints in, Google-exact tokenizer inside), builtin
                ops only; --quantize adds a suffix (model_int8.tflite, ...); the
                other quantisations already in OUT are kept when exported with
-               the same settings.
+               the same settings.  --length-buckets auto adds signatures
+               length_16, length_32, ... to model.tflite: LiteRT then runs
+               each batch at the smallest length holding its longest row.
   tfhub        OUT/preprocessor/ and OUT/encoder/ in TF Hub's "Common SavedModel
                APIs for Text" (hub.KerasLayer / tf.saved_model.load, like
                bert_en_uncased_preprocess and bert_en_uncased_L-12_H-768_A-12);
@@ -27,6 +29,8 @@ write is ever deleted.
 examples:
   bert-keras export --model-dir runs/sentiment/best --out serving/sentiment/1
   bert-keras export --model-dir runs/sentiment/best --out tflite --format tflite --quantize float16
+  bert-keras export --model-dir runs/sentiment/best --out tflite --format tflite --quantize dynamic \\
+      --length-buckets auto
   bert-keras export --model-dir runs/sentiment/best --out tflite --format tflite --quantize int8_mixed \\
       --calibration-file dev_sentences.txt
   bert-keras export --model-dir runs/mrpc/best --out serving/mrpc/1 --pair --max-seq-len 128
@@ -55,6 +59,9 @@ def add_arguments(p):
     p.add_argument("--calibration-file",
                    help="int8, int8_mixed: real sentences, one a line (TAB-separated pairs for pair models); "
                         "200 are used")
+    p.add_argument("--length-buckets", metavar="auto|L1,L2,...",
+                   help="TFLite: extra signatures of model.tflite at shorter lengths (auto: 16, 24, ..., 64, 80, 96, ... "
+                        "below --max-seq-len); classification, regression and multiple choice")
     p.add_argument("--no-ids-only-copy", action="store_true",
                    help="accepted for older scripts; does nothing (no OUT/ids_only is written any more: the "
                         "SavedModel itself loads without tensorflow-text)")
@@ -80,6 +87,8 @@ def run(args) -> int:
     if args.format == "tflite" and args.quantize in CALIBRATED and not args.calibration_file:
         raise BertKerasError(f"--quantize {args.quantize} needs --calibration-file (real sentences of the "
                              "task's kind, one a line)")
+    if args.length_buckets and args.format != "tflite":
+        raise BertKerasError("--length-buckets applies to --format tflite only")
     if args.format == "saved_model":
         if args.quantize != "none":
             raise BertKerasError("--quantize applies to --format tflite only")
@@ -102,9 +111,13 @@ def run(args) -> int:
     from bert_keras.export.tflite import export_tflite, file_size_mb
 
     calibration = _calibration(args.calibration_file) if args.calibration_file else None
+    buckets = args.length_buckets
+    if buckets and buckets != "auto":
+        buckets = [b.strip() for b in buckets.split(",") if b.strip()]
     print(f"exporting {args.model_dir} as TFLite ({args.quantize}) ...", flush=True)
     paths = export_tflite(args.model_dir, args.out, quantize=args.quantize, max_seq_len=args.max_seq_len,
-                          calibration_texts=calibration, pair=args.pair, lower_case=args.lower_case)
+                          calibration_texts=calibration, pair=args.pair, lower_case=args.lower_case,
+                          length_buckets=buckets)
     print(json.dumps({**paths, "ids_mb": round(file_size_mb(paths["ids"]), 2),
                       "text_mb": round(file_size_mb(paths["text"]), 2) if paths["text"] else None}))
     return 0

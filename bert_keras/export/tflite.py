@@ -5,7 +5,12 @@
 writes
 
 * ``model.tflite``: inputs ``token_ids``, ``segment_ids``, ``padding_mask``
-  int32 [B, max_seq_len] ([B, K, max_seq_len] for multiple choice).
+  int32 [B, max_seq_len] ([B, K, max_seq_len] for multiple choice), signature
+  ``serving_default``; with ``length_buckets`` also one signature per shorter
+  length, ``length_16``, ``length_32``, ... (same inputs and outputs at that
+  length, weights shared): LiteRT computes a batch at the smallest bucket
+  that holds its longest row instead of at max_seq_len (`TFLiteModel` picks
+  it).
 * ``model_text.tflite``: input ``codepoints`` int32 [B, N] (pair models also
   ``codepoints_b``, [B, K, N] for multiple choice): the text as Unicode
   codepoints padded with 0, the first N kept (`tflite_text` has the
@@ -56,6 +61,42 @@ TEXT_FILE = "model_text.tflite"
 TOKENIZER_FILE = "tokenizer.tflite"
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
 MIN_CODEPOINTS = 512
+# "auto" length buckets: these lengths below the file's max_seq_len (steps of 8
+# up to 64, where most sentences are, then 16, 32 and 64)
+LENGTH_BUCKETS = (16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448)
+# tasks whose outputs have no sequence axis (buckets change nothing a caller sees)
+BUCKET_TASKS = ("classification", "multiple_choice")
+
+
+def length_signature(length) -> str:
+    """The signature name of a length bucket: 16 -> "length_16"."""
+    return f"length_{int(length)}"
+
+
+def resolve_length_buckets(length_buckets, max_seq_len, task) -> list:
+    """`export_tflite`'s length_buckets -> the sorted bucket lengths to convert (all below max_seq_len).
+
+    None or [] -> none; "auto" -> `LENGTH_BUCKETS` below max_seq_len for
+    sequence-level tasks (none for span and token classification); a list
+    of lengths -> those, each in [2, max_seq_len).
+    """
+    if not length_buckets:
+        return []
+    if isinstance(length_buckets, str):
+        if length_buckets != "auto":
+            raise BertKerasError(f"length_buckets={length_buckets!r}; use 'auto' or a list of lengths")
+        return [b for b in LENGTH_BUCKETS if b < max_seq_len] if task in BUCKET_TASKS else []
+    if task not in BUCKET_TASKS:
+        raise BertKerasError(f"length_buckets apply to {' and '.join(BUCKET_TASKS)} models; this one is {task} "
+                             f"(its outputs have a sequence axis)")
+    out = set()
+    for b in length_buckets:
+        if isinstance(b, bool) or not isinstance(b, int) and not (isinstance(b, str) and b.strip().isdigit()):
+            raise BertKerasError(f"length bucket {b!r}: not a whole number")
+        if not 2 <= int(b) < max_seq_len:
+            raise BertKerasError(f"length bucket {int(b)}: must be in [2, max_seq_len={max_seq_len})")
+        out.add(int(b))
+    return sorted(out)
 
 
 def default_max_codepoints(max_seq_len) -> int:
@@ -71,7 +112,8 @@ def _builtin_convert(conv, what, float_nodes=None):
 
 def export_tflite(model_dir, out_dir, quantize="none", max_seq_len=None, calibration_texts=None, pair=None,
                   text_model=True, suffix=None, num_choices=None, ids_model=True, vocab_path=None,
-                  lower_case=None, labels=None, max_codepoints=None, max_chars_per_word=200) -> dict:
+                  lower_case=None, labels=None, max_codepoints=None, max_chars_per_word=200,
+                  length_buckets=None) -> dict:
     """Exports `model.tflite` (ids) and `model_text.tflite` (tokenizer inside), builtin ops only.
 
     Args:
@@ -103,6 +145,13 @@ def export_tflite(model_dir, out_dir, quantize="none", max_seq_len=None, calibra
         (default `default_max_codepoints(max_seq_len)`: 512 up to a sequence
         length of 128).
       max_chars_per_word: longer words become [UNK] (Google's 200).
+      length_buckets: extra signatures of the ids file at shorter lengths
+        ("auto": 16, 24, ..., 64, 80, 96, ... below max_seq_len; or a list of
+        lengths; classification, regression and multiple choice only; not
+        with "int8_mixed").
+        `TFLiteModel` runs each batch at the smallest one that holds its
+        longest row: on short sentences several times less work than
+        max_seq_len.  Default none (``serving_default`` only).
 
     Returns:
       {"ids": path or None, "text": path or None, "spec": json path, "quantize": ...}.
@@ -123,6 +172,10 @@ def export_tflite(model_dir, out_dir, quantize="none", max_seq_len=None, calibra
     out_dir = os.fspath(out_dir)
     check_out_dir(out_dir, model_dir, "tflite")
     shape = [None, k, L] if mc else [None, L]
+    buckets = resolve_length_buckets(length_buckets, L, spec.task)
+    if buckets and quantize == "int8_mixed":
+        # its float ops are chosen by tensor name in one signature's graph
+        raise BertKerasError("length_buckets cannot be combined with quantize='int8_mixed'; use 'int8' or 'dynamic'")
     # Both int8 modes trace the attention with bounded masking (see `attention_masking`);
     # full int8 also stores the residual stream rescaled per channel (`residual_scaling`).
     scaling = contextlib.nullcontext()
@@ -133,14 +186,14 @@ def export_tflite(model_dir, out_dir, quantize="none", max_seq_len=None, calibra
             attention_masking(model, "select" if quantize in CALIBRATED else "additive"), scaling, \
             atomic_folder(out_dir, may_replace=may_replace_export("tflite")) as tmp:
         paths = _export_files(model, spec, tmp, quantize, calibration_texts, text_model, ids_model, suffix, mc,
-                              k, L, shape, workdir, n_cp, int(max_chars_per_word))
+                              k, L, shape, workdir, n_cp, int(max_chars_per_word), buckets)
         keep_other_variants(out_dir, tmp)
     return {key: os.path.join(out_dir, os.path.relpath(p, tmp)) if key != "quantize" and p else p
             for key, p in paths.items()}
 
 
 def _export_files(model, spec, out_dir, quantize, calibration_texts, text_model, ids_model, suffix, mc, k, L,
-                  shape, workdir, n_cp, max_chars_per_word):
+                  shape, workdir, n_cp, max_chars_per_word, buckets):
 
     def run(feats):
         return heads.named_outputs(spec, model(feats, training=False), with_labels=False)
@@ -153,9 +206,13 @@ def _export_files(model, spec, out_dir, quantize, calibration_texts, text_model,
     if ids_model:
         representative = None
         if quantize in CALIBRATED:
-            representative = _representative_ids(spec, calibration_texts, mc, k)
-        ids_sig = [tf.TensorSpec(shape, tf.int32, name=n) for n in INPUT_NAMES]
-        conv = builtin_only(_converter(serve_ids, ids_sig, workdir))
+            representative = _representative_ids(spec, calibration_texts, mc, k, buckets=buckets)
+
+        def ids_signature(length):
+            return [tf.TensorSpec(shape[:-1] + [length], tf.int32, name=n) for n in INPUT_NAMES]
+
+        more = [(length_signature(b), serve_ids, ids_signature(b)) for b in buckets]
+        conv = builtin_only(_converter(serve_ids, ids_signature(L), workdir, more))
         _quantize(conv, quantize, representative)
         ids_path = os.path.join(out_dir, IDS_FILE.replace(".tflite", f"{suffix}.tflite"))
         _write(ids_path, _builtin_convert(conv, f"{spec.source} (ids model)", float_nodes))
@@ -228,14 +285,19 @@ def _split_pairs(texts, mc, k):
     return a, b
 
 
-def _representative_ids(spec, texts, mc, k, limit=200):
-    """Calibration batches (one example each) tokenised with the exact tokenizer."""
+def _representative_ids(spec, texts, mc, k, limit=200, buckets=None):
+    """Calibration batches (one example each) tokenised with the exact tokenizer.
+
+    With length buckets, (signature, inputs) pairs: every example for
+    ``serving_default`` and, cut to each bucket's length, for every bucket
+    signature (the converter calibrates each signature on its own inputs).
+    """
     from bert_keras.text.tokenizer import BertTokenizer
 
     tok = BertTokenizer.from_vocab(spec.vocab_path, lower_case=spec.lower_case)
     a, b = _split_pairs(list(texts)[:limit], mc, k)
 
-    def gen():
+    def examples():
         for x, y in zip(a, b):
             if mc:
                 feats = tok([x] * k, pairs=y, seq_len=spec.max_seq_len)
@@ -243,6 +305,15 @@ def _representative_ids(spec, texts, mc, k, limit=200):
             else:
                 feats = tok([x], pairs=[y] if spec.pair else None, seq_len=spec.max_seq_len)
                 yield {n: feats[n].numpy() for n in INPUT_NAMES}
+
+    def gen():
+        if not buckets:
+            yield from examples()
+            return
+        for item in examples():
+            yield "serving_default", item
+            for length in buckets:
+                yield length_signature(length), {n: v[..., :length] for n, v in item.items()}
 
     return gen
 
@@ -307,6 +378,7 @@ def export_tokenizer_tflite(vocab_path, path, lower_case=True, seq_len=128, max_
 
 __all__ = ["export_tflite", "export_tokenizer_tflite", "TFLiteModel", "CodepointTokenizer", "DenseTextPacker",
            "codepoints", "default_max_codepoints", "file_size_mb", "latency_ms", "op_names", "attention_masking",
-           "QUANTIZE", "CALIBRATED", "MIXED_FLOAT_NODES", "IDS_FILE", "TEXT_FILE", "TOKENIZER_FILE"]
+           "QUANTIZE", "CALIBRATED", "MIXED_FLOAT_NODES", "IDS_FILE", "TEXT_FILE", "TOKENIZER_FILE", "LENGTH_BUCKETS",
+           "length_signature", "resolve_length_buckets"]
 
 

@@ -38,18 +38,21 @@ MIXED_FLOAT_NODES = (
     r"transformer_layer_\d+(_\d+)?/output(_\d+)?/",     # FFN output dense (kernel, bias)
 )
 
-def _converter(fn, signature, workdir):
+def _converter(fn, signature, workdir, more_signatures=()):
     """A TFLiteConverter for fn, through a SavedModel written by ExportArchive.
 
     Converting a concrete function directly keeps Keras 3 weights as TFLite
     resource variables that nothing initialises (NaN outputs); the SavedModel
-    path freezes them into constants.
+    path freezes them into constants.  more_signatures: [(key, fn, signature)]
+    converted into the same file after ``serving_default`` (the weights are
+    stored once and shared by every signature).
     """
     from bert_keras.export.saved_model import _write_archive
 
     path = os.path.join(workdir, f"sm_{len(os.listdir(workdir))}")
-    _write_archive(path, None, [("serving_default", fn, signature)])
-    return tf.lite.TFLiteConverter.from_saved_model(path, signature_keys=["serving_default"])
+    endpoints = [("serving_default", fn, signature), *more_signatures]
+    _write_archive(path, None, endpoints)
+    return tf.lite.TFLiteConverter.from_saved_model(path, signature_keys=[e[0] for e in endpoints])
 
 
 def _quantize(conv, quantize, representative=None):

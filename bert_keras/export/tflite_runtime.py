@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 
 import numpy as np
@@ -23,6 +24,12 @@ class TFLiteModel:
     file's budget, or pass ``codepoints=`` directly.  Text files written by
     earlier versions (string input, tensorflow-text kernels) still run, with
     tensorflow-text's registrar.
+
+    Ids inputs may be shorter than the file's length (they are padded with
+    0).  A file exported with ``length_buckets`` runs each call at the
+    smallest bucket that holds the batch's longest row (the last column
+    where ``padding_mask`` is 1); the columns cut are padding, so the
+    outputs are those of the full length.
 
     Example:
       >>> m = TFLiteModel("tflite/model_text.tflite")
@@ -51,7 +58,11 @@ class TFLiteModel:
                 self.interpreter = Interpreter(model_content=content, num_threads=num_threads)
             except (ValueError, RuntimeError) as e:
                 raise BertKerasError(f"{path}: not a TFLite file LiteRT can load ({str(e).splitlines()[0]})") from None
-        self._runner = self.interpreter.get_signature_runner()
+        signatures = self.interpreter.get_signature_list()
+        key = "serving_default" if "serving_default" in signatures or len(signatures) != 1 else None
+        self._runner = self.interpreter.get_signature_runner(key)
+        self._buckets = {int(k.split("_")[1]): k for k in signatures if re.fullmatch(r"length_\d+", k)}
+        self._bucket_runners = {}
         self.inputs = self._runner.get_input_details()
         self.is_text = self.legacy_text or "codepoints" in self.inputs
         self.max_codepoints = int(self.inputs["codepoints"]["shape"][-1]) if "codepoints" in self.inputs else None
@@ -82,12 +93,36 @@ class TFLiteModel:
                 if value.dtype.kind not in "iub":
                     raise BertKerasError(f"{self.path}: input {name!r} must be integers, got {value.dtype}")
                 want = list(detail["shape_signature"])
+                short = (not self.is_text and value.ndim == len(want) and want[-1] > 0
+                         and value.shape[-1] < want[-1])  # ids shorter than the file's length: pad with 0
+                if short and all(w <= 0 or w == s for w, s in zip(want[1:-1], value.shape[1:-1])):
+                    value = np.pad(value, [(0, 0)] * (value.ndim - 1) + [(0, want[-1] - value.shape[-1])])
                 if value.ndim != len(want) or any(w > 0 and w != s for w, s in zip(want[1:], value.shape[1:])):
                     raise BertKerasError(f"{self.path}: input {name!r} must have shape {want} (-1: any), "
                                          f"got {list(value.shape)}")
                 value = np.clip(value, -2**31, 2**31 - 1).astype(detail["dtype"])
             feed[name] = value
-        return self._runner(**feed)
+        return self._bucket(feed)
+
+    def _bucket(self, feed):
+        """Runs feed at the smallest length bucket holding every real token (the full length without one)."""
+        mask = feed.get("padding_mask")
+        if not self._buckets or mask is None:
+            return self._runner(**feed)
+        full = mask.shape[-1]
+        columns = np.flatnonzero(mask.reshape(-1, full).any(axis=0))
+        used = int(columns[-1]) + 1 if columns.size else 1
+        length = min((b for b in self._buckets if used <= b < full), default=None)
+        if length is None:
+            return self._runner(**feed)
+        if length not in self._bucket_runners:
+            self._bucket_runners[length] = self.interpreter.get_signature_runner(self._buckets[length])
+        return self._bucket_runners[length](**{n: v[..., :length] for n, v in feed.items()})
+
+    @property
+    def length_buckets(self) -> list:
+        """The file's length-bucket signatures' lengths (empty without buckets)."""
+        return sorted(self._buckets)
 
 
 def file_size_mb(path) -> float:
