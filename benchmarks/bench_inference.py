@@ -6,7 +6,8 @@ tokenised once by the project's Google-exact tokenizer; every framework gets the
 measured in one run:
 
   * batch-32 throughput: batches of 32 consecutive snippets, each padded to its longest
-    member (the TFLite files have a fixed length: padded to it); examples/s over all batches,
+    member (the TFLite files run at their smallest length bucket holding it, see
+    --tflite-buckets); examples/s over all batches,
     one warm-up pass excluded (its time is reported as ``cold_seconds``), median of --rounds;
   * batch-1 latency: p50 and p99 over --single real snippets, each at its own length;
   * peak RSS of each runner's process; dev accuracy and agreement with ours float32.
@@ -27,8 +28,9 @@ Runners (--frameworks takes names or prefixes, e.g. ``hf ours-compiled tflite``)
   ours-bf16                 the same compiled call on a mixed_bfloat16 copy
   sm-serve_ids, sm-serving_default
                             the SavedModel of `export_saved_model` (ids; raw text)
-  tflite-fp32, tflite-float16, tflite-dynamic, tflite-int8_mixed
-                            the ids files of `export_tflite` through LiteRT
+  tflite-fp32, tflite-float16, tflite-dynamic, tflite-int8, tflite-int8_mixed
+                            the ids files of `export_tflite` through LiteRT (`TFLiteModel`),
+                            with length buckets ("auto") except int8_mixed
 
 The model: --model-dir (a fine-tuned folder), else MiniLM fine-tuned here for one epoch on the
 first --train-examples training snippets (cached in --work), so accuracies mean something; the
@@ -68,10 +70,10 @@ RUNNERS = {  # runner -> worker group (one process per group)
     "ours-bf16": "ours-bf16",
     "sm-serve_ids": "saved-model", "sm-serving_default": "saved-model",
     "tflite-fp32": "tflite", "tflite-float16": "tflite", "tflite-dynamic": "tflite",
-    "tflite-int8_mixed": "tflite",
+    "tflite-int8": "tflite", "tflite-int8_mixed": "tflite",
 }
 TFLITE_QUANTIZE = {"tflite-fp32": "none", "tflite-float16": "float16", "tflite-dynamic": "dynamic",
-                   "tflite-int8_mixed": "int8_mixed"}
+                   "tflite-int8": "int8", "tflite-int8_mixed": "int8_mixed"}
 
 
 def pin_threads():
@@ -112,15 +114,25 @@ def prepare(args):
         export_saved_model(model_dir, os.path.join(work, "saved_model"), max_seq_len=MAX_SEQ_LEN,
                            ids_only_copy=False)
     tflite_len = int(args.tflite_seq_len or -(-int(lengths.max()) // 8) * 8)
+    folder = tflite_folder(work, tflite_len, args.tflite_buckets)
     for runner, quantize in TFLITE_QUANTIZE.items():
-        path = os.path.join(work, f"tflite_{tflite_len}", tflite_name(quantize))
+        path = os.path.join(folder, tflite_name(quantize))
         if runner in need and not os.path.exists(path):
             from bert_keras.export import export_tflite
 
-            export_tflite(model_dir, os.path.dirname(path), quantize=quantize, max_seq_len=tflite_len,
-                          calibration_texts=list(train_x[:200]), text_model=False)
+            buckets = args.tflite_buckets if args.tflite_buckets == "auto" else [
+                int(b) for b in args.tflite_buckets.split(",") if b.strip()] if args.tflite_buckets != "none" else None
+            buckets = None if quantize == "int8_mixed" else buckets
+            export_tflite(model_dir, folder, quantize=quantize, max_seq_len=tflite_len,
+                          calibration_texts=list(train_x[:200]), text_model=False, length_buckets=buckets)
     return {"model_dir": os.path.abspath(model_dir), "tflite_seq_len": tflite_len,
+            "tflite_folder": os.path.abspath(folder),
             "dev_tokens_mean": float(lengths.mean()), "dev_tokens_max": int(lengths.max())}
+
+
+def tflite_folder(work, length, buckets):
+    return os.path.join(work, f"tflite_{length}" if buckets == "none" else
+                        f"tflite_{length}_buckets_{buckets.replace(',', '-')}")
 
 
 def tflite_name(quantize):
@@ -290,14 +302,10 @@ def load_runners(group, names, work, info):
     elif group == "tflite":
         from bert_keras.export import TFLiteModel
 
-        length = info["tflite_seq_len"]
-
         def lite(quantize):
-            m = TFLiteModel(os.path.join(work, f"tflite_{length}", tflite_name(quantize)), num_threads=THREADS)
+            m = TFLiteModel(os.path.join(info["tflite_folder"], tflite_name(quantize)), num_threads=THREADS)
 
-            def run(ids, mask, texts):
-                pad = [(0, 0), (0, length - ids.shape[1])]
-                ids, mask = np.pad(ids, pad), np.pad(mask, pad)
+            def run(ids, mask, texts):  # padded to the file's length, or its smallest bucket holding the batch
                 return m(token_ids=ids, segment_ids=np.zeros_like(ids), padding_mask=mask)["logits"]
             return run
 
@@ -410,6 +418,9 @@ def main(argv=None):
                    help="training snippets for the default model's one epoch (0: a fresh seeded head)")
     p.add_argument("--tflite-seq-len", type=int, help="fixed length of the TFLite files (default: longest dev "
                                                       "snippet, rounded up to 8)")
+    p.add_argument("--tflite-buckets", default="auto",
+                   help="length_buckets of the TFLite ids files: auto, none, or lengths like 16,32,48 "
+                        "(int8_mixed: none)")
     p.add_argument("--work", default="runs/bench_inference", help="artefacts (reused when present)")
     p.add_argument("--json", default=os.path.join(HERE, "results", "inference_minilm_rotten_tomatoes_dev.json"))
     p.add_argument("--worker", help=argparse.SUPPRESS)
@@ -497,7 +508,8 @@ def report(args, info, res, labels, load_before):
                 "to the longest member, batch-1 latency on single snippets",
         "command": " ".join([os.path.relpath(__file__, os.getcwd()), *sys.argv[1:]]),
         "threads": THREADS, "rounds": args.rounds, "examples": info["examples"], "single": args.single,
-        "tflite_seq_len": info["tflite_seq_len"], "dev_tokens_mean": info["dev_tokens_mean"],
+        "tflite_seq_len": info["tflite_seq_len"], "tflite_buckets": args.tflite_buckets,
+        "dev_tokens_mean": info["dev_tokens_mean"],
         "dev_tokens_max": info["dev_tokens_max"],
         "load_before": load_before, "load_after": uptime(),
         "machine": {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
