@@ -396,10 +396,26 @@ def test_cli_export_saved_model_and_predict_from_stdin(clf_dir, tmp_path, capsys
     assert [json.loads(x)["text"] for x in out.splitlines()] == ["good", "bad film"]
 
 
+def test_cli_export_tflite_with_length_buckets(clf_dir, tmp_path, capsys, monkeypatch):
+    from ai_edge_litert.interpreter import Interpreter
+
+    code, out, err = _cli(capsys, monkeypatch, "export", "--model-dir", clf_dir, "--out", tmp_path / "t",
+                          "--format", "tflite", "--length-buckets", "8, 16")
+    assert code == 0, err
+    ids = json.loads(out.splitlines()[-1])["ids"]
+    assert sorted(Interpreter(model_path=ids).get_signature_list()) == ["length_16", "length_8", "serving_default"]
+    code, out, err = _cli(capsys, monkeypatch, "export", "--model-dir", clf_dir, "--out", tmp_path / "u",
+                          "--format", "tflite", "--length-buckets", "8,99")
+    assert code != 0 and "length bucket 99: must be in [2, max_seq_len=24)" in err and len(err.strip().splitlines()) == 1
+    assert not os.path.exists(tmp_path / "u")
+
+
 @pytest.mark.parametrize("args,message", [
     (("export", "--model-dir", "/no/such/dir", "--out", "/tmp/x"), "/no/such/dir: no such model folder"),
     (("predict", "--model", "/no/such/model", "hi"), "/no/such/model: not a SavedModel folder"),
     (("export", "--model-dir", ".", "--out", "/tmp/x", "--quantize", "int8"), "--quantize applies to --format tflite"),
+    (("export", "--model-dir", ".", "--out", "/tmp/x", "--length-buckets", "auto"),
+     "--length-buckets applies to --format tflite"),
 ])
 def test_cli_bad_input_is_one_line(args, message, capsys, monkeypatch):
     code, _, err = _cli(capsys, monkeypatch, *args)
@@ -578,7 +594,7 @@ def test_length_bucket_signatures_give_the_full_length_outputs(clf_dir, workdir,
     model = TFLiteModel(paths["ids"])
     got = model(**{k: v.numpy() for k, v in feats.items()})
     assert list(model._bucket_runners) == [16] and model.length_buckets == [8, 16]
-    np.testing.assert_allclose(got["logits"], want, atol=2e-6, rtol=0)  # measured 2.4e-7
+    np.testing.assert_allclose(got["logits"], want, atol=2e-6, rtol=0)  # measured 2.1e-7, as the full length
     # ids shorter than the file's length are padded; a batch longer than every bucket runs at full length
     got = model(**{k: v.numpy()[:, :12] for k, v in feats.items()})
     np.testing.assert_allclose(got["logits"], want, atol=2e-6, rtol=0)
