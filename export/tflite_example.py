@@ -40,7 +40,9 @@ def main(folder, texts):
 
     # the ids model: feed ids made by any Google-compatible BERT tokenizer, padded to max_seq_len
     ids_model = Interpreter(model_path=os.path.join(folder, "model.tflite"))
-    run_ids = ids_model.get_signature_runner()
+    # "serving_default" is the full length; a file exported with length buckets also has
+    # length_16, length_24, ...: the smallest one holding the ids gives the same outputs, faster
+    run_ids = ids_model.get_signature_runner("serving_default")
     length = spec["max_seq_len"]
     token_ids = np.zeros((1, length), np.int32)
     token_ids[0, :8] = [101, 1037, 9882, 1010, 25591, 2143, 1012, 102]  # [CLS] a gorgeous, witty film. [SEP]
