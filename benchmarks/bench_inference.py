@@ -120,9 +120,7 @@ def prepare(args):
         if runner in need and not os.path.exists(path):
             from bert_keras.export import export_tflite
 
-            buckets = args.tflite_buckets if args.tflite_buckets == "auto" else [
-                int(b) for b in args.tflite_buckets.split(",") if b.strip()] if args.tflite_buckets != "none" else None
-            buckets = None if quantize == "int8_mixed" else buckets
+            buckets = None if quantize == "int8_mixed" or args.tflite_buckets == "none" else args.tflite_buckets
             export_tflite(model_dir, folder, quantize=quantize, max_seq_len=tflite_len,
                           calibration_texts=list(train_x[:200]), text_model=False, length_buckets=buckets)
     return {"model_dir": os.path.abspath(model_dir), "tflite_seq_len": tflite_len,

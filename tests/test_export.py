@@ -607,6 +607,7 @@ def test_length_bucket_signatures_give_the_full_length_outputs(clf_dir, workdir,
                        ).get_signature_list().keys() == {"serving_default"}
     assert resolve_length_buckets("auto", 128, "classification") == [16, 24, 32, 40, 48, 56, 64, 80, 96, 112]
     assert resolve_length_buckets("auto", 128, "span") == []
+    assert resolve_length_buckets("16, 8,16", 128, "classification") == [8, 16]
     for bad, message in (([24], r"length bucket 24: must be in \[2, max_seq_len=24\)"), (["x"], "not a whole"),
                          ("all", "use 'auto'")):
         with pytest.raises(BertKerasError, match=message):

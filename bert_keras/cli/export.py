@@ -111,13 +111,10 @@ def run(args) -> int:
     from bert_keras.export.tflite import export_tflite, file_size_mb
 
     calibration = _calibration(args.calibration_file) if args.calibration_file else None
-    buckets = args.length_buckets
-    if buckets and buckets != "auto":
-        buckets = [b.strip() for b in buckets.split(",") if b.strip()]
     print(f"exporting {args.model_dir} as TFLite ({args.quantize}) ...", flush=True)
     paths = export_tflite(args.model_dir, args.out, quantize=args.quantize, max_seq_len=args.max_seq_len,
                           calibration_texts=calibration, pair=args.pair, lower_case=args.lower_case,
-                          length_buckets=buckets)
+                          length_buckets=args.length_buckets)
     print(json.dumps({**paths, "ids_mb": round(file_size_mb(paths["ids"]), 2),
                       "text_mb": round(file_size_mb(paths["text"]), 2) if paths["text"] else None}))
     return 0

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import tempfile
 
@@ -78,14 +79,17 @@ def resolve_length_buckets(length_buckets, max_seq_len, task) -> list:
 
     None or [] -> none; "auto" -> `LENGTH_BUCKETS` below max_seq_len for
     sequence-level tasks (none for span and token classification); a list
-    of lengths -> those, each in [2, max_seq_len).
+    of lengths, or a string of them separated by commas ("16, 32") -> those,
+    each in [2, max_seq_len).
     """
     if not length_buckets:
         return []
     if isinstance(length_buckets, str):
-        if length_buckets != "auto":
+        if length_buckets == "auto":
+            return [b for b in LENGTH_BUCKETS if b < max_seq_len] if task in BUCKET_TASKS else []
+        if not re.fullmatch(r"[\d,\s]+", length_buckets):
             raise BertKerasError(f"length_buckets={length_buckets!r}; use 'auto' or a list of lengths")
-        return [b for b in LENGTH_BUCKETS if b < max_seq_len] if task in BUCKET_TASKS else []
+        length_buckets = [b for b in length_buckets.split(",") if b.strip()]
     if task not in BUCKET_TASKS:
         raise BertKerasError(f"length_buckets apply to {' and '.join(BUCKET_TASKS)} models; this one is {task} "
                              f"(its outputs have a sequence axis)")
