@@ -102,12 +102,19 @@ class BertSelfAttention(keras.layers.Layer):
     def _attend(self, qkv, attention_bias, training):
         """[B, L, 3H] fused projections -> [B, L, H] context (before the output dense)."""
         batch, length = ops.shape(qkv)[0], ops.shape(qkv)[1]
-        # Split, not index: the gradient of a split is one concat, while each indexed
-        # slice's gradient is a zero-filled [B, L, 3, N, D] copy.
-        q, k, v = (ops.reshape(part, (batch, length, self.num_heads, self.head_size))
-                   for part in ops.split(qkv, 3, axis=-1))
+        # One transpose takes Q, K and V to [B, N, L, D] together and one takes the context
+        # back: two passes over the activations per layer, where einsums over [B, L, N, D]
+        # operands transpose q, k, v and the context one by one.  Unstack, not index: its
+        # gradient is one stack, while each indexed slice's is a zero-filled copy.
+        qkv = ops.reshape(qkv, (batch, length, 3, self.num_heads, self.head_size))
+        q, k, v = ops.unstack(ops.transpose(qkv, (2, 0, 3, 1, 4)), 3, axis=0)
         q = q * ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
-        scores = ops.einsum("bqhd,bkhd->bhqk", q, k)
+        if keras.backend.backend() == "tensorflow":  # K read transposed in place
+            import tensorflow as tf
+
+            scores = tf.matmul(q, k, transpose_b=True)
+        else:
+            scores = ops.einsum("bhqd,bhkd->bhqk", q, k)
         # The bias may arrive autocast to the compute dtype; -10000 survives bf16/fp16.
         if self.masking == "select":
             probs = select_masked_softmax(ops.cast(scores, "float32"), attention_bias)
@@ -116,7 +123,7 @@ class BertSelfAttention(keras.layers.Layer):
             probs = ops.softmax(scores, axis=-1)
         probs = ops.cast(probs, self.compute_dtype)
         probs = self.dropout(probs, training=training)
-        context = ops.einsum("bhqk,bkhd->bqhd", probs, v)
+        context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))
         return ops.reshape(context, (batch, length, self.hidden_size))
 
     def compute_output_shape(self, x_shape, attention_bias_shape=None):
