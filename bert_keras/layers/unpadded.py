@@ -86,8 +86,8 @@ class Packing:
         self.length = tf.reduce_max(tf.concat([positions, tf.zeros([1], tf.int32)], 0)) + 1
         self._positions = positions
         # [B, L]: each real token's row in the packed [T, C] (row-major, as `indices`), and T
-        # (the zero row `scatter` appends) at the padding: scattering becomes a row gather,
-        # which runs in parallel where a scatter into zeros does not (5x faster at batch 32).
+        # (the zero row `scatter` appends) at the padding: scattering becomes a row gather
+        # (MiniLM at batch 32: 5.2 ms of gathers and pads a call where scatter_nd took 9.7).
         rank = tf.reshape(tf.cumsum(tf.reshape(tf.cast(real, tf.int32), [-1])), self.shape) - 1
         self._rows = tf.where(real, rank, tf.shape(self.indices)[0])
 
