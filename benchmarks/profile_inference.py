@@ -48,24 +48,23 @@ def batches(ids, mask, batch_size, calls):
     return out
 
 
-def dense_flops(model, tokens):
-    """2 * tokens * in * out over the encoder's position-wise dense kernels (the matmuls that
-    scale with the tokens; the pooler and head add one row per example, counted too)."""
+def dense_flops(model, tokens, examples):
+    """2 * rows * in * out over the model's dense kernels: a row per real token in the encoder's
+    blocks, a row per example in the pooler and the head."""
     total = 0
     for w in model.weights:
         if w.path.endswith("kernel") and len(w.shape) == 2 and "embedding" not in w.path:
-            rows = tokens if "transformer_layer" in w.path else 1
+            rows = tokens if "transformer_layer" in w.path else examples
             total += 2 * rows * int(w.shape[0]) * int(w.shape[1])
     return total
 
 
-def p50_ms(fn, feeds, rounds=1):
+def p50_ms(fn, feeds):
     ms = []
-    for _ in range(rounds):
-        for feed in feeds:
-            start = time.perf_counter()
-            np.asarray(fn(feed))
-            ms.append((time.perf_counter() - start) * 1e3)
+    for feed in feeds:
+        start = time.perf_counter()
+        np.asarray(fn(feed))
+        ms.append((time.perf_counter() - start) * 1e3)
     return float(np.percentile(ms, 50))
 
 
@@ -151,8 +150,9 @@ def main(argv=None):
     ops = op_times(logdir, len(feeds))
     kernel_us = sum(us for us, _ in ops.values())
     tokens = float(np.mean([f["padding_mask"].sum() for f in feeds]))
-    matmul_us = sum(us for op, (us, _) in ops.items() if op.endswith("FusedMatMul") or op.endswith("MatMul"))
-    gflops = dense_flops(model, tokens) / (matmul_us * 1e3) if matmul_us else None
+    matmul_us = sum(us for op, (us, _) in ops.items() if op.endswith("MatMul"))  # not BatchMatMulV2
+    examples = float(np.mean([len(f["padding_mask"]) for f in feeds]))
+    gflops = dense_flops(model, tokens, examples) / (matmul_us * 1e3) if matmul_us else None
 
     print(f"batch {args.batch_size}, {len(feeds)} calls, {tokens:.1f} real tokens a call, {args.dtype}")
     for name, values in wall.items():
