@@ -90,7 +90,7 @@ class BertSelfAttention(keras.layers.Layer):
 
     def call(self, x, attention_bias, training=None, packing=None):
         """x: [B, L, H]; or, with ``packing`` (`bert_keras.layers.unpadded.Packing`), the real
-        tokens only, [T, H], and the result is [T, H] too."""
+        tokens only plus the packing's spare row, [T + 1, H], and the result is [T + 1, H] too."""
         qkv = self.qkv(x)
         if packing is not None:
             qkv = packing.scatter(qkv)

@@ -55,7 +55,8 @@ class BertEmbeddings(keras.layers.Layer):
         self.built = True
 
     def call(self, token_ids, segment_ids, training=None, packing=None):
-        """With ``packing`` (inference, `bert_keras.layers.unpadded`): the real tokens only, [T, H]."""
+        """With ``packing`` (inference, `bert_keras.layers.unpadded`): the real tokens only plus
+        the packing's spare row, [T + 1, H]."""
         if packing is not None:
             positions = ops.take(self.position_embeddings, packing.positions, axis=0)
             x = (self.token_embedding(packing.gather(token_ids)) + self.segment_embedding(packing.gather(segment_ids))

@@ -56,7 +56,8 @@ class TransformerBlock(keras.layers.Layer):
 
     def call(self, x, attention_bias, training=None, packing=None):
         """With ``packing`` (inference, `bert_keras.layers.unpadded`), x and the result are the
-        real tokens only, [T, H]: everything but the attention is position-wise."""
+        real tokens only plus the packing's spare row, [T + 1, H]: everything but the
+        attention is position-wise."""
         if fused.use_fused_training(self, training):  # never with packing: that is inference only
             return fused.transformer_block_forward(self, x, attention_bias)
         attended = self.attention(x, attention_bias, training=training, packing=packing)

@@ -5,13 +5,13 @@ Tomatoes dev snippets in batches of 32: 52% of the positions are real; padded to
 128, as the text signatures do, 21%).  Every layer of a BERT block except the attention
 scores works position by position: the Q/K/V, output and feed-forward matmuls, the
 residual adds, LayerNorm and GELU give a real token the same numbers whatever the padding
-around it.  So at inference the encoder packs the real tokens into one [T, H] matrix
-(T = number of real tokens), runs those layers on it, and scatters into [B, length, *]
-(length = the batch's longest sentence) only for the attention scores and context,
-gathering the real rows back right after.  Real positions get the same numbers as the
-padded path (up to matmul summation order: 1e-6 on MiniLM); padding positions of
-``sequence_output`` are 0 instead of the values the padded path computes for them (which
-nothing should read).
+around it.  So at inference the encoder packs the real tokens into one [T + 1, H] matrix
+(T = number of real tokens, plus a spare row for the padding to read), runs those layers
+on it, and scatters into [B, length, *] (length = the batch's longest sentence) only for
+the attention scores and context, gathering the real rows back right after.  Real
+positions get the same numbers as the padded path (up to matmul summation order: 1e-6 on
+MiniLM); padding positions of ``sequence_output`` are 0 instead of the values the padded
+path computes for them (which nothing should read).
 
 Opt-in: used when `use_unpadded` says so: `ENABLED` (off by default, so models and parity
 checks compute the padding positions exactly as the references do; switch it on with
@@ -65,6 +65,12 @@ def use_unpadded(encoder, training):
 class Packing:
     """Where the real tokens of a [B, L] padding mask are, and the moves between the layouts.
 
+    The packed layout is [T + 1, C]: the T real tokens in row-major order, then one spare row
+    (computed from the batch's position (0, 0)) that every padding position of a scatter reads.  The attention
+    never uses what the padding holds (its keys get a -10000 bias, so their probabilities are
+    exactly 0, and its queries' rows are dropped by the next gather), only that it is finite;
+    so the per-layer scatters need no zero row appended, and T = 0 still has a row to read.
+
     indices: int32 [T, 2] (row, position) of every real token, in row-major order.
     length: int32 scalar, one past the last real position of the batch: the attention runs
     on [B, length] (a batch padded to a fixed length, as the text signatures and the TFLite
@@ -84,12 +90,18 @@ class Packing:
         positions = tf.gather(self.indices, 1, axis=1)
         # The 0 keeps an all-padding batch (T = 0) well defined.
         self.length = tf.reduce_max(tf.concat([positions, tf.zeros([1], tf.int32)], 0)) + 1
-        self._positions = positions
-        # [B, L]: each real token's row in the packed [T, C] (row-major, as `indices`), and T
-        # (the zero row `scatter` appends) at the padding: scattering becomes a row gather
-        # (MiniLM at batch 32: 5.2 ms of gathers and pads a call where scatter_nd took 9.7).
+        self._count = tf.shape(self.indices)[0]
+        # The packed rows to gather: the real tokens and the spare row.
+        self._packed = tf.concat([self.indices, tf.zeros([1, 2], tf.int32)], 0)
+        self._positions = tf.gather(self._packed, 1, axis=1)
+        # [B, L]: each real token's row in the packed layout, and T (the spare row) at the
+        # padding: scattering is a row gather (MiniLM, the first 20 batches of 32: 3.2 ms of
+        # gathers a call, 5.8 ms when every scatter gathered from a copy with a zero row
+        # appended, 9.7 ms as scatter_nd).
         rank = tf.reshape(tf.cumsum(tf.reshape(tf.cast(real, tf.int32), [-1])), self.shape) - 1
-        self._rows = tf.where(real, rank, tf.shape(self.indices)[0])
+        self._rows = tf.where(real, rank, self._count)
+        # The rows of the attention's [B, length] layout, sliced once for every layer.
+        self._attention_rows = tf.slice(self._rows, tf.zeros([2], tf.int32), tf.stack([-1, self.length]))
 
     def attention_bias(self, bias):
         """[B, 1, 1, L] additive bias -> [B, 1, 1, length]: the keys the attention sees."""
@@ -100,18 +112,21 @@ class Packing:
 
     @property
     def positions(self):
-        """int32 [T]: each real token's position in its sentence."""
+        """int32 [T + 1]: each packed row's position in its sentence (the spare row's is 0)."""
         return self._positions
 
     def gather(self, x):
-        """[B, length or L, ...] -> [T, ...]: the real rows."""
+        """[B, length or L, ...] -> [T + 1, ...]: the real rows and the spare row."""
         import tensorflow as tf
 
-        return tf.gather_nd(x, self.indices)
+        return tf.gather_nd(x, self._packed)
 
     def scatter(self, x, full=False):
-        """[T, C] -> [B, length, C] ([B, L, C] when ``full``), zeros at the padding."""
+        """[T + 1, C] -> [B, length, C]: the padding holds the spare row, which only the
+        attention reads.  ``full``: [B, L, C] with zeros at the padding (the encoder's output)."""
         import tensorflow as tf
 
-        rows = self._rows if full else tf.slice(self._rows, tf.zeros([2], tf.int32), tf.stack([-1, self.length]))
-        return tf.gather(tf.pad(x, [[0, 1], [0, 0]]), rows)
+        if not full:
+            return tf.gather(x, self._attention_rows)
+        real = tf.slice(x, tf.zeros([2], tf.int32), tf.stack([self._count, -1]))
+        return tf.gather(tf.pad(real, [[0, 1], [0, 0]]), self._rows)
