@@ -66,10 +66,11 @@ class Packing:
     """Where the real tokens of a [B, L] padding mask are, and the moves between the layouts.
 
     The packed layout is [T + 1, C]: the T real tokens in row-major order, then one spare row
-    (computed from the batch's position (0, 0)) that every padding position of a scatter reads.  The attention
-    never uses what the padding holds (its keys get a -10000 bias, so their probabilities are
-    exactly 0, and its queries' rows are dropped by the next gather), only that it is finite;
-    so the per-layer scatters need no zero row appended, and T = 0 still has a row to read.
+    (computed from the batch's position (0, 0)) that every padding position of a scatter
+    reads.  The attention never uses what the padding holds (its keys get a -10000 bias, so
+    their probabilities are exactly 0, and its queries' rows are dropped by the next gather),
+    only that it is finite; so the per-layer scatters need no zero row appended, and T = 0
+    still has a row to read.
 
     indices: int32 [T, 2] (row, position) of every real token, in row-major order.
     length: int32 scalar, one past the last real position of the batch: the attention runs
