@@ -83,6 +83,14 @@ def pin_threads():
     os.environ["TF_NUM_INTEROP_THREADS"] = "1"
 
 
+def pin_tensorflow_threads():
+    """TensorFlow's pools at intra-op THREADS / inter-op 1 (before its first op)."""
+    import tensorflow as tf
+
+    tf.config.threading.set_intra_op_parallelism_threads(THREADS)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+
+
 # --------------------------------------------------------------------------- preparation
 def prepare(args):
     """Featurises the dev set and writes every artefact into --work (each reused when present)."""
@@ -212,10 +220,7 @@ def load_runners(group, names, work, info):
         torch.set_num_threads(THREADS)
         torch.set_num_interop_threads(1)
     if group in ("keras-hub", "ours", "ours-bf16", "saved-model"):
-        import tensorflow as tf
-
-        tf.config.threading.set_intra_op_parallelism_threads(THREADS)
-        tf.config.threading.set_inter_op_parallelism_threads(1)
+        pin_tensorflow_threads()
     out = {}
     if group == "hf":
         import torch

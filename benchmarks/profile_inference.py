@@ -104,10 +104,8 @@ def main(argv=None):
     p.add_argument("--json", help="write the result here (default: print only)")
     args = p.parse_args(argv)
     bench_inference.pin_threads()
+    bench_inference.pin_tensorflow_threads()
     import tensorflow as tf
-
-    tf.config.threading.set_intra_op_parallelism_threads(bench_inference.THREADS)
-    tf.config.threading.set_inter_op_parallelism_threads(1)
 
     prep = argparse.Namespace(work=args.work, model_dir=args.model_dir, train_examples=args.train_examples,
                               runners=["ours-compiled"], tflite_seq_len=None, tflite_buckets="none")
