@@ -189,7 +189,8 @@ def main(argv=None):
     load_after = bench_inference.uptime()
     print(f"load before: {load_before}\nload after:  {load_after}")
     if args.json:
-        out = {"tokens": args.tokens, "hidden": args.hidden, "intermediate": args.intermediate,
+        command = " ".join(["python benchmarks/bench_dense_matmuls.py"] + (sys.argv[1:] if argv is None else argv))
+        out = {"command": command, "tokens": args.tokens, "hidden": args.hidden, "intermediate": args.intermediate,
                "layers": args.layers, "calls": args.calls, "rounds": args.rounds,
                "threads": bench_inference.THREADS, "mflop_per_call": total / 1e6, "runners": results,
                "load_before": load_before, "load_after": load_after}
