@@ -29,7 +29,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -194,10 +193,9 @@ def main(argv=None):
                "layers": args.layers, "calls": args.calls, "rounds": args.rounds,
                "threads": bench_inference.THREADS, "mflop_per_call": total / 1e6, "runners": results,
                "load_before": load_before, "load_after": load_after}
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(args.json)) or ".", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(out, f, indent=1)
-        os.replace(tmp, args.json)
+        from bert_keras.utils import write_json
+
+        write_json(args.json, out)
         print(f"wrote {args.json}")
 
 

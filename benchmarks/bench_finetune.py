@@ -145,15 +145,13 @@ def main():
         kh = med.get("keras-hub float32")
         print(f"{k:<24}{v:>12.1f}{(v / hf if hf else float('nan')):>11.2f}x{(v / kh if kh else float('nan')):>18.2f}x")
     if args.json:
-        import json
         import subprocess
 
+        from bert_keras.utils import write_json
+
         load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-        tmp = args.json + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"examples": args.examples, "repeats": args.repeats, "batch": BATCH, "load_after": load,
-                       "examples_per_second": results, "median": med}, f, indent=1)
-        os.replace(tmp, args.json)
+        write_json(args.json, {"examples": args.examples, "repeats": args.repeats, "batch": BATCH,
+                               "load_after": load, "examples_per_second": results, "median": med})
 
 
 if __name__ == "__main__":

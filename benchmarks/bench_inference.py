@@ -520,11 +520,9 @@ def report(args, info, res, labels, load_before):
         "runners": rows,
     }
     if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        tmp = args.json + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=1)
-        os.replace(tmp, args.json)
+        from bert_keras.utils import write_json
+
+        write_json(args.json, result)
         print(f"wrote {args.json}")
 
 

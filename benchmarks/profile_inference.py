@@ -21,7 +21,6 @@ own length) on the real-tokens-only path, as bench_inference.py's ``ours-compile
 import argparse
 import collections
 import glob
-import json
 import os
 import sys
 import tempfile
@@ -113,6 +112,7 @@ def main(argv=None):
     from bert_keras.checkpoints import load_checkpoint
     from bert_keras.layers import unpadded
     from bert_keras.models import inference_function
+    from bert_keras.utils import write_json
 
     data = np.load(os.path.join(args.work, "dev.npz"))
     feeds = batches(data["token_ids"], data["padding_mask"], args.batch_size, args.calls)
@@ -172,10 +172,7 @@ def main(argv=None):
             "ops": {op: {"ms_per_call": us / 1e3, "share": us / kernel_us, "count_per_call": count}
                     for op, (us, count) in rows},
         }
-        tmp = args.json + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(result, f, indent=1)
-        os.replace(tmp, args.json)
+        write_json(args.json, result)
         print(f"wrote {args.json}")
 
 
