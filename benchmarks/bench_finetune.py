@@ -119,6 +119,8 @@ def main():
     p.add_argument("--skip", nargs="*", default=[], help="runs to skip, e.g. keras-hub")
     p.add_argument("--json", help="also write the results here (e.g. benchmarks/results/finetune_rt_320.json)")
     args = p.parse_args()
+    if args.examples < WARMUP_STEPS * BATCH:  # each run warms up on its first batches
+        p.error(f"--examples {args.examples}: at least {WARMUP_STEPS * BATCH} (the warm-up batches)")
     texts, labels = data(args.examples)
     import torch
 
