@@ -10,6 +10,7 @@ latency gap can be split into "the matrix library" and "everything around it":
   * tf-constants  the same with the weights frozen into the graph as constants (oneDNN then
                   caches them in its own blocked layout);
   * tf-xla        tf-variables compiled by XLA (``jit_compile=True``);
+  * tf-xla-xnnpack  tf-xla with XLA's XNNPACK dots (``XLA_FLAGS=--xla_cpu_use_xnnpack=true``);
   * tf-eigen      tf-variables on TensorFlow's Eigen kernels (``TF_ENABLE_ONEDNN_OPTS=0``);
   * onnxruntime   the same graph as ONNX MatMul nodes (ONNX Runtime's MLAS);
   * litert        the constants function converted to a .tflite file (FULLY_CONNECTED, XNNPACK).
@@ -38,7 +39,7 @@ sys.path.insert(0, HERE)
 
 import bench_inference  # noqa: E402  (threads, load)
 
-RUNNERS = ("tf-variables", "tf-constants", "tf-xla", "tf-eigen", "onnxruntime", "litert")
+RUNNERS = ("tf-variables", "tf-constants", "tf-xla", "tf-xla-xnnpack", "tf-eigen", "onnxruntime", "litert")
 
 
 def weights(args):
@@ -77,7 +78,7 @@ def load_runner(name, layers, x):
         bench_inference.pin_tensorflow_threads()
         import tensorflow as tf
 
-        call = tf_function(layers, constants=name == "tf-constants", xla=name == "tf-xla")
+        call = tf_function(layers, constants=name == "tf-constants", xla=name.startswith("tf-xla"))
         xt = tf.constant(x)
         return lambda: call(xt)
     if name == "onnxruntime":
@@ -127,6 +128,8 @@ def worker(args):
     bench_inference.pin_threads()
     if args.worker == "tf-eigen":  # read once, when TensorFlow loads
         os.environ["TF_ENABLE_ONEDNN_OPTS"] = "0"
+    if args.worker == "tf-xla-xnnpack":
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_use_xnnpack=true").strip()
     x = np.random.default_rng(1).standard_normal((args.tokens, args.hidden)).astype(np.float32)
     run = load_runner(args.worker, weights(args), x)
     # Order-free checksum of the outputs: the parent checks every runner computed the same thing.
