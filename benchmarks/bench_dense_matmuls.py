@@ -21,7 +21,7 @@ Random float32 weights of the model's shapes (speed does not depend on the value
 inter-op 1, ONNX Runtime intra-op 2 / inter-op 1, LiteRT 2), the runners take turns round by round;
 per round the p50 over --calls calls after 20 warm-up calls; the table is the median of the rounds.
 
-    python benchmarks/bench_dense_matmuls.py                     # all-MiniLM-L6-v2's shapes, ~2 min
+    python benchmarks/bench_dense_matmuls.py                     # all-MiniLM-L6-v2's shapes, ~3 min
     python benchmarks/bench_dense_matmuls.py --hidden 768 --intermediate 3072 --layers 12
 """
 
