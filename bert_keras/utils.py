@@ -22,6 +22,22 @@ import tempfile
 from bert_keras.errors import BertKerasError
 
 
+def import_tensorflow(purpose):
+    """The `tensorflow` module, or a one-line `BertKerasError` saying that ``purpose`` needs it.
+
+    The models, their training on JAX or torch, and the bert_keras and Hugging Face checkpoint
+    layouts need no TensorFlow; the text pipeline, the exports and Google's TF1 checkpoint
+    layout do.
+    """
+    try:
+        import tensorflow as tf
+    except ImportError as e:
+        raise BertKerasError(f"{purpose} needs TensorFlow, which cannot be imported here ({e}); "
+                             "pip install 'tensorflow>=2.20,<2.22', or use the bert_keras or "
+                             "huggingface checkpoint layout") from None
+    return tf
+
+
 @contextlib.contextmanager
 def temporarily(obj, name, value):
     """Within the block, ``obj.name`` is ``value`` (the previous value is restored on exit)."""

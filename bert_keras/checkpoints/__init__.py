@@ -20,7 +20,7 @@ from bert_keras import task_names
 from bert_keras.checkpoints.mapping import encoder_entries, head_entries
 from bert_keras.task_names import MODEL_TASKS as TASKS  # noqa: F401 - bert_keras.checkpoints.TASKS
 from bert_keras.errors import BertKerasError, CheckpointError
-from bert_keras.utils import atomic_folder, atomic_write, foreign_entries, write_json
+from bert_keras.utils import atomic_folder, atomic_write, foreign_entries, import_tensorflow, write_json
 
 __all__ = ["load_checkpoint", "save_checkpoint", "model_variables", "task_of", "open_checkpoint",
            "checkpoint_task", "check_replaceable", "is_complete_checkpoint", "TASKS"]
@@ -305,6 +305,8 @@ def save_checkpoint(model, folder, vocab_path=None, flavor="bert_keras", lower_c
     if flavor not in ("bert_keras", "huggingface", "google"):
         raise BertKerasError(f"unknown checkpoint flavor {flavor!r}; choose bert_keras, huggingface or google")
     final = os.fspath(folder)
+    if flavor == "google":  # before anything is written
+        import_tensorflow(f"{final}: writing a Google TF1 checkpoint")
     with atomic_folder(final, may_replace=check_replaceable if flavor == "bert_keras" else None) as tmp:
         _save_into(model, tmp, vocab_path, flavor, lower_case, metadata)
     return folder
@@ -354,8 +356,7 @@ def _save_into(model, folder, vocab_path, flavor, lower_case, metadata):
             write_json(os.path.join(folder, "tokenizer_config.json"),
                         {"do_lower_case": bool(lower_case), "tokenizer_class": "BertTokenizer"})
     elif flavor == "google":
-        import tensorflow as tf
-
+        tf = import_tensorflow(f"{folder}: writing a Google TF1 checkpoint")
         names, arrays = [], []
         for e in entries:
             names += list(e.google)

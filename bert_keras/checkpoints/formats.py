@@ -131,9 +131,10 @@ def _google_prefix(path):
 
 
 def _open_google(path):
-    import tensorflow as tf
+    from bert_keras.utils import import_tensorflow
 
     prefix = _google_prefix(path)
+    tf = import_tensorflow(f"{prefix}: reading a Google TF1 checkpoint")
     folder = path if os.path.isdir(path) else os.path.dirname(path)
     config_path = os.path.join(folder, "bert_config.json")
     if not os.path.exists(config_path):

@@ -42,29 +42,33 @@ class BertEncoder(keras.Model):
         elif isinstance(config, dict):
             config = BertConfig.from_dict(config)
         c = config
-        # === Layers ===
-        self.embeddings = BertEmbeddings(vocab_size=c.vocab_size, hidden_size=c.hidden_size,
+        # === Layers === (locals until the Model is initialised: torch's Module refuses
+        # sub-module attributes before its __init__)
+        embeddings = BertEmbeddings(vocab_size=c.vocab_size, hidden_size=c.hidden_size,
                                          max_position_embeddings=c.max_position_embeddings,
                                          type_vocab_size=c.type_vocab_size, dropout=c.dropout,
                                          layer_norm_eps=c.layer_norm_eps,
                                          initializer_range=c.initializer_range, dtype=dtype, name="embeddings")
-        self.transformer_layers = [
+        transformer_layers = [
             TransformerBlock(hidden_size=c.hidden_size, num_heads=c.num_heads,
                              intermediate_size=c.intermediate_size, hidden_act=c.hidden_act, dropout=c.dropout,
                              attention_dropout=c.attention_dropout, layer_norm_eps=c.layer_norm_eps,
                              initializer_range=c.initializer_range, dtype=dtype, name=f"transformer_layer_{i}")
             for i in range(c.num_layers)
         ]
-        self.pooler = BertPooler(c.hidden_size, c.initializer_range, dtype=dtype, name="pooler")
+        pooler = BertPooler(c.hidden_size, c.initializer_range, dtype=dtype, name="pooler")
 
         # === Functional graph ===
         inputs = encoder_inputs()
-        x = self.embeddings(inputs["token_ids"], inputs["segment_ids"])
+        x = embeddings(inputs["token_ids"], inputs["segment_ids"])
         bias = attention_bias_from_padding_mask(inputs["padding_mask"])
-        for block in self.transformer_layers:
+        for block in transformer_layers:
             x = block(x, bias)
-        outputs = {"sequence_output": x, "pooled_output": self.pooler(x)}
+        outputs = {"sequence_output": x, "pooled_output": pooler(x)}
         super().__init__(inputs=inputs, outputs=outputs, dtype=dtype, **kwargs)
+        self.embeddings = embeddings
+        self.transformer_layers = transformer_layers
+        self.pooler = pooler
         self.config = config
 
     def call(self, inputs, training=None, mask=None):

@@ -2,38 +2,86 @@
 
 import weakref
 
+import numpy as np
+
 # model -> its function; not an attribute of the model, which Keras and SavedModel would track.
 _FUNCTIONS = weakref.WeakKeyDictionary()
 
+# On JAX and torch, inputs are padded up to a multiple of this length: each new shape costs
+# a compilation there (XLA on JAX), and real sentences have nearly every length.
+LENGTH_MULTIPLE = 8
+
 
 def inference_function(model):
-    """``fn(inputs) -> outputs``: ``model(inputs, training=False)`` as one TensorFlow graph.
+    """``fn(inputs) -> outputs``: ``model(inputs, training=False)``, compiled once per model.
 
-    The input signature leaves the batch and the sequence length open, so the graph is
-    traced once, not once per new length (a `tf.function` without a signature traces each
-    new shape until it relaxes, and an XLA function compiles each); the encoder inside runs
-    on the real tokens only (`bert_keras.layers.unpadded`).  Cached on the model.
+    On TensorFlow: one graph whose input signature leaves the batch and the sequence length
+    open, so it is traced once, not once per new length (a `tf.function` without a signature
+    traces each new shape until it relaxes, and an XLA function compiles each); the encoder
+    inside runs on the real tokens only (`bert_keras.layers.unpadded`).  On JAX and torch:
+    the backend's compiled predict step (``predict_on_batch``), the length padded up to a
+    multiple of `LENGTH_MULTIPLE` and the outputs cut back, so a set of real sentences costs
+    at most max_len / 8 compilations; the padding is masked, so the real positions get the
+    same numbers.  Cached on the model.
 
     Args:
-      model: a `BertEncoder`, `BertPretrainer` or task model (TensorFlow backend).
+      model: a `BertEncoder`, `BertPretrainer` or task model.
     Returns:
       a callable taking the model's dict of int32 arrays or tensors ([B, L], or [B, K, L]
-      for multiple choice; numpy is converted) and returning its outputs as tensors.
+      for multiple choice) and returning its outputs (tensors on TensorFlow, numpy arrays
+      elsewhere) with the inputs' length.
 
     Example:
       >>> fn = inference_function(clf)
       >>> logits = fn({"token_ids": ids, "segment_ids": segments, "padding_mask": mask})
     """
-    import tensorflow as tf
+    import keras
 
     fn = _FUNCTIONS.get(model)
     if fn is None:
-        signature = {name: tf.TensorSpec([None] * len(x.shape), tf.int32, name=name)
-                     for name, x in model.input.items()}
-
-        @tf.function(input_signature=[signature], autograph=False)
-        def fn(inputs):
-            return model(inputs, training=False)
-
+        fn = _tensorflow_function(model) if keras.backend.backend() == "tensorflow" else _padded_predict(model)
         _FUNCTIONS[model] = fn
     return fn
+
+
+def _tensorflow_function(model):
+    import tensorflow as tf
+
+    signature = {name: tf.TensorSpec([None] * len(x.shape), tf.int32, name=name)
+                 for name, x in model.input.items()}
+
+    @tf.function(input_signature=[signature], autograph=False)
+    def fn(inputs):
+        return model(inputs, training=False)
+
+    return fn
+
+
+def _padded_predict(model):
+    # The outputs with a length axis: axis 1 open in the symbolic outputs (mlm_logits' axis 1
+    # is the masked positions, which padding does not change).
+    symbolic = model.output
+    per_token = ({k for k, v in symbolic.items() if len(v.shape) >= 2 and v.shape[1] is None} - {"mlm_logits"}
+                 if isinstance(symbolic, dict) else len(symbolic.shape) >= 2 and symbolic.shape[1] is None)
+
+    def fn(inputs):
+        # Only the sequence inputs ([.., L]) are padded; masked_positions index into them.
+        arrays = {name: np.asarray(inputs[name]) for name in model.input}
+        length = arrays["padding_mask"].shape[-1]
+        padded_length = -(-length // LENGTH_MULTIPLE) * LENGTH_MULTIPLE
+        if padded_length != length:
+            pad = padded_length - length
+            arrays = {name: (np.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, pad)]) if name in _SEQUENCE_INPUTS else x)
+                      for name, x in arrays.items()}
+        outputs = model.predict_on_batch(arrays)
+        if arrays["padding_mask"].ndim != 2 or padded_length == length:
+            return outputs  # multiple choice: [B, K] outputs, no length axis
+
+        if isinstance(outputs, dict):
+            return {k: np.asarray(v)[:, :length] if k in per_token else np.asarray(v) for k, v in outputs.items()}
+        return np.asarray(outputs)[:, :length] if per_token else np.asarray(outputs)
+
+    return fn
+
+
+_SEQUENCE_INPUTS = ("token_ids", "segment_ids", "padding_mask")

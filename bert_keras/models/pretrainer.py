@@ -37,14 +37,13 @@ class BertPretrainer(keras.Model):
 
     def __init__(self, encoder: BertEncoder, **kwargs):
         cfg = encoder.config
-        # === Layers ===
-        self.encoder = encoder
-        self.masked_lm_head = MaskedLMHead(token_embedding=encoder.token_embedding, hidden_act=cfg.hidden_act,
+        # === Layers === (attributes only after Model.__init__, which torch requires)
+        masked_lm_head = MaskedLMHead(token_embedding=encoder.token_embedding, hidden_act=cfg.hidden_act,
                                            layer_norm_eps=cfg.layer_norm_eps,
                                            initializer_range=cfg.initializer_range,
                                            dtype=encoder.embeddings.dtype_policy, name="masked_lm_head")
         # Heads produce float32 logits whatever the policy (softmax/loss in float32).
-        self.nsp_head = keras.layers.Dense(
+        nsp_head = keras.layers.Dense(
             2, kernel_initializer=keras.initializers.TruncatedNormal(stddev=cfg.initializer_range),
             dtype="float32", name="nsp_head")
 
@@ -53,10 +52,13 @@ class BertPretrainer(keras.Model):
         inputs["masked_positions"] = keras.Input(shape=(None,), dtype="int32", name="masked_positions")
         features = encoder({name: inputs[name] for name in INPUT_NAMES})
         outputs = {
-            "mlm_logits": self.masked_lm_head(features["sequence_output"], inputs["masked_positions"]),
-            "nsp_logits": self.nsp_head(features["pooled_output"]),
+            "mlm_logits": masked_lm_head(features["sequence_output"], inputs["masked_positions"]),
+            "nsp_logits": nsp_head(features["pooled_output"]),
         }
         super().__init__(inputs=inputs, outputs=outputs, **kwargs)
+        self.encoder = encoder
+        self.masked_lm_head = masked_lm_head
+        self.nsp_head = nsp_head
         self.mlm_accuracy = keras.metrics.SparseCategoricalAccuracy(name="mlm_accuracy")
         self.nsp_accuracy = keras.metrics.SparseCategoricalAccuracy(name="nsp_accuracy")
         self.mlm_loss = keras.metrics.Mean(name="mlm_loss")

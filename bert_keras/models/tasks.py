@@ -38,14 +38,18 @@ class _DenseHeadModel(_TaskModel):
     _features = "pooled_output"
 
     def __init__(self, encoder: BertEncoder, num_classes, dropout=None, **kwargs):
-        self.encoder = encoder
-        self.num_classes = num_classes
-        self.dropout_rate = encoder.config.dropout if dropout is None else dropout
-        self.dropout = keras.layers.Dropout(self.dropout_rate)
-        self.classifier = _head(num_classes, encoder, "classifier")
+        # Layers are attributes only after Model.__init__ (torch's Module requires it).
+        rate = encoder.config.dropout if dropout is None else dropout
+        dropout_layer = keras.layers.Dropout(rate)
+        classifier = _head(num_classes, encoder, "classifier")
         inputs = encoder_inputs()
         features = encoder(inputs)[self._features]
-        super().__init__(inputs=inputs, outputs=self.classifier(self.dropout(features)), **kwargs)
+        super().__init__(inputs=inputs, outputs=classifier(dropout_layer(features)), **kwargs)
+        self.encoder = encoder
+        self.num_classes = num_classes
+        self.dropout_rate = rate
+        self.dropout = dropout_layer
+        self.classifier = classifier
 
     def _head_config(self):
         return {"num_classes": self.num_classes, "dropout": self.dropout_rate}
@@ -95,12 +99,12 @@ class BertSpanLabeler(_TaskModel):
     """
 
     def __init__(self, encoder: BertEncoder, **kwargs):
-        self.encoder = encoder
-        self.span_head = _head(2, encoder, "span_head")
+        span_head = _head(2, encoder, "span_head")
         inputs = encoder_inputs()
         sequence = encoder(inputs)["sequence_output"]
-        super().__init__(inputs=inputs, outputs=_SplitSpan(name="split_span")(self.span_head(sequence)),
-                         **kwargs)
+        super().__init__(inputs=inputs, outputs=_SplitSpan(name="split_span")(span_head(sequence)), **kwargs)
+        self.encoder = encoder
+        self.span_head = span_head
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -134,16 +138,19 @@ class BertMultipleChoice(_TaskModel):
     """
 
     def __init__(self, encoder: BertEncoder, dropout=None, **kwargs):
-        self.encoder = encoder
-        self.dropout_rate = encoder.config.dropout if dropout is None else dropout
-        self.dropout = keras.layers.Dropout(self.dropout_rate)
-        self.classifier = _head(1, encoder, "classifier")
+        rate = encoder.config.dropout if dropout is None else dropout
+        dropout_layer = keras.layers.Dropout(rate)
+        classifier = _head(1, encoder, "classifier")
         inputs = encoder_inputs(prefix_shape=(None,))
         flatten = _FlattenChoices(name="flatten_choices")
         pooled = encoder({name: flatten(inputs[name]) for name in INPUT_NAMES})["pooled_output"]
-        scores = self.classifier(self.dropout(pooled))
+        scores = classifier(dropout_layer(pooled))
         logits = _UnflattenChoices(name="unflatten_choices")(scores, inputs["token_ids"])
         super().__init__(inputs=inputs, outputs=logits, **kwargs)
+        self.encoder = encoder
+        self.dropout_rate = rate
+        self.dropout = dropout_layer
+        self.classifier = classifier
 
     def _head_config(self):
         return {"dropout": self.dropout_rate}
