@@ -13,6 +13,7 @@ Why each is needed (there is no public equivalent in these versions):
 | function | private API | used by |
 | --- | --- | --- |
 | `onednn_enabled` | `tensorflow.python.util._pywrap_util_port.IsMklEnabled` | layers/fused.py (bfloat16 softmax kernel choice) |
+| `in_xla_compile` | `tensorflow.python.ops.control_flow_util.GraphOrParentsInXlaContext` | layers/fused.py (no XLA kernel nested in an XLA compile) |
 | `set_calibrate_only` | `TFLiteConverter._experimental_calibrate_only` | export/tflite_convert.py ("int8_mixed") |
 | `mlir_quantize` | `tensorflow.lite.python.convert.mlir_quantize` | export/tflite_convert.py ("int8_mixed") |
 | `ops_details` | `Interpreter._get_ops_details` | export/tflite_convert.py (op names, op outputs) |
@@ -102,6 +103,16 @@ def onednn_enabled() -> bool:
     api = "tensorflow.python.util._pywrap_util_port.IsMklEnabled"
     port = _module("tensorflow.python.util._pywrap_util_port", "tensorflow", api)
     return bool(_get(port, "IsMklEnabled", "tensorflow", api)())
+
+
+def in_xla_compile() -> bool:
+    """Whether the code running now is being traced into an XLA compilation
+    (``tf.function(jit_compile=True)``, which `Model.compile(jit_compile=True)` uses), at any depth."""
+    api = "tensorflow.python.ops.control_flow_util.GraphOrParentsInXlaContext"
+    import tensorflow as tf
+
+    util = _module("tensorflow.python.ops.control_flow_util", "tensorflow", api)
+    return bool(_get(util, "GraphOrParentsInXlaContext", "tensorflow", api)(tf.compat.v1.get_default_graph()))
 
 
 def set_calibrate_only(converter) -> None:

@@ -529,28 +529,36 @@ def test_int8_mixed_keeps_the_residual_stream_float_and_tracks_float32(minilm2_d
     assert err < MIXED_ERROR_BOUND and (got.argmax(-1) == want.argmax(-1)).mean() >= 0.95
 
 
-def test_select_masking_equals_the_additive_softmax_and_is_restored(keras_clf):
+def test_select_masking_equals_the_additive_softmax_on_a_copy(keras_clf):
+    from bert_keras import _private_api
     from bert_keras.export.tflite import attention_masking
     from bert_keras.layers import BertSelfAttention
 
     model, tok = keras_clf
     feats = tok(tf.constant(SENTENCES), seq_len=SEQ_LEN)  # rows padded to different lengths
     want = np.asarray(model(feats, training=False))
-    with attention_masking(model, "select") as layers:
-        assert len(layers) == 2 and {layer.masking for layer in layers} == {"select"}
-        got = np.asarray(model(feats, training=False))
-    assert {layer.masking for layer in layers} == {"additive"}
+    weights = [np.array(w) for w in model.get_weights()]
+    select = attention_masking(model, "select")
+
+    def maskings(m):
+        return [layer.masking for layer in _private_api.flatten_layers(m) if isinstance(layer, BertSelfAttention)]
+
+    assert maskings(select) == ["select", "select"] and maskings(model) == ["additive", "additive"]
+    got = np.asarray(select(feats, training=False))
     np.testing.assert_allclose(got, want, atol=2e-6, rtol=0)  # measured 2.1e-7
+    for a, b in zip(model.get_weights(), weights):  # the caller's model is untouched
+        np.testing.assert_array_equal(a, b)
     # padded keys get exactly zero weight: changing what sits under the padding changes nothing
-    layer = BertSelfAttention(32, 4, attention_dropout=0.0)
-    layer.masking = "select"
+    layer = BertSelfAttention(32, 4, attention_dropout=0.0, masking="select")
     x = np.random.default_rng(0).normal(size=(2, 6, 32)).astype("float32")
     bias = bk.layers.attention_bias_from_padding_mask(np.array([[1, 1, 1, 0, 0, 0], [1] * 6]))
     y = np.asarray(layer(x, bias))
     x2 = x.copy()
     x2[0, 3:] = 100.0
     np.testing.assert_array_equal(np.asarray(layer(x2, bias))[0, :3], y[0, :3])  # measured 0.0: exact
-    assert "masking" not in layer.get_config()
+    assert BertSelfAttention.from_config(layer.get_config()).masking == "select"
+    with pytest.raises(ValueError, match="masking='bounded'"):
+        BertSelfAttention(32, 4, masking="bounded")
 
 
 def test_residual_scaling_keeps_the_function_and_tames_the_outlier_channels(minilm2_dir):

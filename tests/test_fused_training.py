@@ -1,5 +1,7 @@
 """The fast training paths: 16-bit dropout masks and the XLA-fused bf16 training step."""
 
+import os
+
 import keras
 import numpy as np
 import pytest
@@ -36,9 +38,9 @@ def test_dropout_mask_follows_the_seed_state():
     assert Dropout.from_config(a.get_config()).rate == 0.5
 
 
-def _pretrainer(dtype, weights=None):
+def _pretrainer(dtype, weights=None, kernels="auto"):
     keras.utils.set_random_seed(0)
-    model = bk.BertPretrainer(bk.BertEncoder(TINY, dtype=dtype))
+    model = bk.BertPretrainer(bk.BertEncoder(TINY, dtype=dtype, kernels=kernels))
     batch = _batch()
     model({k: batch[k] for k in ("token_ids", "segment_ids", "padding_mask", "masked_positions")})
     if weights is not None:
@@ -68,17 +70,17 @@ def _loss_and_gradients(model, seed_states):
     return float(loss), [tf.cast(tf.convert_to_tensor(g), tf.float32).numpy() for g in grads]
 
 
-def test_fused_bf16_training_step_is_as_close_to_float32_as_the_layer_by_layer_one(monkeypatch):
+def test_fused_bf16_training_step_is_as_close_to_float32_as_the_layer_by_layer_one():
     """Same weights, same dropout masks (dropout 0.1 on): loss and every gradient of the bf16
-    model, fused and layer by layer, against the float32 model."""
+    model, fused and layer by layer (``kernels="plain"``), against the float32 model."""
     reference = _pretrainer("float32")
     seeds = [v.numpy() for v in reference.variables if "seed_generator" in v.path]
     assert len(seeds) == 1 + 3 * TINY.num_layers
     loss32, grads32 = _loss_and_gradients(reference, seeds)
     bf16 = _pretrainer("mixed_bfloat16", reference.get_weights())
     loss_fused, grads_fused = _loss_and_gradients(bf16, seeds)
-    monkeypatch.setattr(fused, "ENABLED", False)
-    loss_plain, grads_plain = _loss_and_gradients(bf16, seeds)
+    plain = _pretrainer("mixed_bfloat16", reference.get_weights(), kernels="plain")
+    loss_plain, grads_plain = _loss_and_gradients(plain, seeds)
 
     assert abs(loss_fused - loss32) < 0.02 and abs(loss_plain - loss32) < 0.02
     for variable, g32, gf, gp in zip(bf16.trainable_variables, grads32, grads_fused, grads_plain):
@@ -175,3 +177,66 @@ def test_bf16_gelu_and_its_written_out_gradient_follow_the_erf_form():
     pdf = np.exp(-0.5 * xs ** 2) / math.sqrt(2 * math.pi)
     np.testing.assert_allclose(tf.cast(y, tf.float32).numpy(), xs * cdf, rtol=8e-3, atol=1e-6)
     np.testing.assert_allclose(grad, tf.cast(dy, tf.float32).numpy() * (cdf + xs * pdf), rtol=8e-3, atol=1e-6)
+
+
+def _rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def _fit_three_times(model, jit_compile):
+    """RSS (MB) after each of three `fit` calls of 6 steps, B=16, L=64."""
+    rng = np.random.default_rng(0)
+    b, length, p = 16, 64, 10
+    x = {"token_ids": rng.integers(5, 200, (b, length)).astype("int32"),
+         "segment_ids": np.zeros((b, length), "int32"), "padding_mask": np.ones((b, length), "int32"),
+         "masked_positions": np.sort(rng.integers(1, length, (b, p)), -1).astype("int32")}
+    y = {"masked_ids": rng.integers(5, 200, (b, p)).astype("int32"), "masked_weights": np.ones((b, p), "float32"),
+         "next_sentence_label": rng.integers(0, 2, (b,)).astype("int32")}
+    model.compile(optimizer=keras.optimizers.AdamW(1e-4), jit_compile=jit_compile)
+    dataset = tf.data.Dataset.from_tensors((x, y)).repeat(6)
+    rss, losses = [], []
+    for _ in range(3):
+        losses += model.fit(dataset, verbose=0).history["loss"]
+        rss.append(_rss_mb())
+    return rss, losses
+
+
+def test_whole_step_xla_compile_gets_the_plain_graph_and_keeps_its_memory(monkeypatch):
+    """`compile(jit_compile=True)` + `fit` in mixed_bfloat16: XLA compiles the plain keras.ops
+    graph; no fused kernel is traced inside it.  With them nested there, every step compiled
+    again: 1.3-5 seq/s instead of 200 and resident memory +560 MB a `fit` call (tiny preset,
+    B=32, L=128); here, forced, 163 s and +365 MB a call, against 25 s and +0 MB."""
+    model = _pretrainer("mixed_bfloat16")  # built by an eager call, which takes the 16-bit GELU kernel
+    calls = []
+    for name in ("dropout_residual_layer_norm", "masked_softmax_dropout", "embeddings_layer_norm_dropout",
+                 "layer_norm", "gelu", "dropout_tf", "qkv_heads"):
+        original = getattr(fused, name)
+        monkeypatch.setattr(fused, name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
+    rss, losses = _fit_three_times(model, jit_compile=True)
+    assert model.jit_compile and calls == []
+    assert rss[2] - rss[0] < 100, rss  # measured +0 MB
+    assert np.isfinite(losses).all() and losses[-1] < losses[0]
+    # The same model without the whole-step compile takes the fused kernels.
+    _pretrainer("mixed_bfloat16")(_features(), training=True)
+    assert {"dropout_residual_layer_norm", "masked_softmax_dropout", "qkv_heads"} <= set(calls)
+
+
+def _features():
+    batch = _batch()
+    return {k: batch[k] for k in ("token_ids", "segment_ids", "padding_mask", "masked_positions")}
+
+
+def test_kernels_option_is_validated_serialised_and_plain_takes_no_kernel(monkeypatch):
+    calls = []  # patched before the model is built: its building call must take none either
+    for name in ("dropout_residual_layer_norm", "masked_softmax_dropout", "gelu", "dropout_tf"):
+        original = getattr(fused, name)
+        monkeypatch.setattr(fused, name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
+    plain = _pretrainer("mixed_bfloat16", kernels="plain")
+    plain(_features(), training=True)
+    plain(_features(), training=False)
+    assert calls == []
+    assert plain.encoder.get_config()["kernels"] == "plain"
+    assert bk.BertEncoder.from_config(plain.encoder.get_config()).transformer_layers[0].kernels == "plain"
+    with pytest.raises(ValueError, match="kernels='xla'; choose one of auto, fused, plain"):
+        bk.BertEncoder(TINY, kernels="xla")

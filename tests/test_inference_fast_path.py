@@ -1,12 +1,14 @@
-"""The inference fast path: real tokens only (`bert_keras.layers.unpadded`), one compiled graph
-for every length (`inference_function`), length-bucketed fine-tuning batches and the CLI's
-length-sorted prediction batches."""
+"""The inference fast path: real tokens only (`bert_keras.layers.unpadded`; the default of the
+per-sequence task models, an option of the encoder), one compiled graph for every length
+(`inference_function`), length-bucketed fine-tuning batches and the CLI's length-sorted
+prediction batches."""
 
 import numpy as np
 import pytest
 
 import bert_keras as bk
 from bert_keras.layers import unpadded
+from bert_keras.models.copies import with_options
 
 SENTENCES = [
     "a gorgeous, witty, seductive movie.",
@@ -37,11 +39,17 @@ def real_batch(minilm_dir):
     return {k: np.asarray(v, "int32") for k, v in feats.items()}
 
 
-@pytest.fixture(autouse=True)
-def _fast_path_on():
-    """The fast path is opt-in; every test here runs with it switched on."""
-    with unpadded.enabled():
-        yield
+@pytest.fixture(scope="module")
+def padded_minilm(minilm):
+    """The same classifier with the option off: the padded path."""
+    return with_options(minilm, real_tokens_only=False)
+
+
+def _runs_real_tokens_only(fn, *args):
+    import tensorflow as tf
+
+    graph = tf.function(fn).get_concrete_function(*args).graph
+    return any(unpadded.SCOPE in op.name for op in graph.get_operations())
 
 
 def _hf_outputs(minilm_dir, x):
@@ -58,7 +66,7 @@ def _hf_outputs(minilm_dir, x):
 
 def test_unpadded_encoder_matches_hugging_face_on_real_sentences(minilm, minilm_dir, real_batch):
     assert real_batch["padding_mask"].sum() < real_batch["padding_mask"].size  # the batch has padding
-    out = minilm.encoder(real_batch, training=False)
+    out = minilm.encoder(real_batch, training=False, real_tokens_only=True)
     hf_seq, hf_pooled = _hf_outputs(minilm_dir, real_batch)
     real = real_batch["padding_mask"][..., None].astype(bool)
     seq = np.asarray(out["sequence_output"])
@@ -69,12 +77,26 @@ def test_unpadded_encoder_matches_hugging_face_on_real_sentences(minilm, minilm_
     assert np.abs(np.where(real, 0, seq)).max() == 0
 
 
-def test_unpadded_path_matches_padded_path(minilm, real_batch):
-    with unpadded.disabled():
-        padded = minilm(real_batch, training=False)
-        padded_enc = minilm.encoder(real_batch, training=False)
+def test_classifier_inference_runs_on_the_real_tokens_by_default_and_the_encoder_on_request(
+        minilm, padded_minilm, real_batch):
+    import tensorflow as tf
+
+    specs = {k: tf.TensorSpec([None, None], tf.int32) for k in real_batch}
+    assert minilm.real_tokens_only and not minilm.encoder.real_tokens_only
+    assert _runs_real_tokens_only(lambda x: minilm(x, training=False), specs)
+    assert not _runs_real_tokens_only(lambda x: minilm(x, training=True), specs)
+    assert not _runs_real_tokens_only(lambda x: padded_minilm(x, training=False), specs)
+    assert not _runs_real_tokens_only(lambda x: minilm.encoder(x, training=False), specs)
+    assert _runs_real_tokens_only(lambda x: minilm.encoder(x, training=False, real_tokens_only=True), specs)
+    assert bk.BertClassifier.from_config(minilm.get_config()).real_tokens_only
+    assert not bk.BertClassifier.from_config(padded_minilm.get_config()).real_tokens_only
+
+
+def test_unpadded_path_matches_padded_path(minilm, padded_minilm, real_batch):
+    padded = padded_minilm(real_batch, training=False)
+    padded_enc = minilm.encoder(real_batch, training=False)
     fast = minilm(real_batch, training=False)
-    fast_enc = minilm.encoder(real_batch, training=False)
+    fast_enc = minilm.encoder(real_batch, training=False, real_tokens_only=True)
     real = real_batch["padding_mask"][..., None].astype(bool)
     diff = np.where(real, np.asarray(fast_enc["sequence_output"]) - np.asarray(padded_enc["sequence_output"]), 0)
     assert np.abs(diff).max() < 1e-5  # measured 9.5e-7
@@ -94,7 +116,7 @@ def test_extra_padding_to_a_fixed_length_changes_nothing(minilm, real_batch):
 
 def test_all_padding_rows_and_batches_are_defined(minilm):
     x = {k: np.zeros((2, 6), "int32") for k in ("token_ids", "segment_ids", "padding_mask")}
-    out = minilm.encoder(x, training=False)
+    out = minilm.encoder(x, training=False, real_tokens_only=True)
     assert np.asarray(out["sequence_output"]).shape == (2, 6, 384)
     assert np.abs(np.asarray(out["sequence_output"])).max() == 0
 
@@ -107,9 +129,8 @@ def test_bf16_unpadded_path_stays_close_to_float32(minilm_dir, minilm, real_batc
     bf16 = bk.load_checkpoint(minilm_dir, task="classification", num_classes=2, dtype="mixed_bfloat16")
     bf16.set_weights(minilm.get_weights())
     a = np.asarray(minilm.encoder(real_batch, training=False)["pooled_output"])
-    fast = np.asarray(bf16.encoder(real_batch, training=False)["pooled_output"], "float32")
-    with unpadded.disabled():
-        padded = np.asarray(bf16.encoder(real_batch, training=False)["pooled_output"], "float32")
+    fast = np.asarray(bf16.encoder(real_batch, training=False, real_tokens_only=True)["pooled_output"], "float32")
+    padded = np.asarray(bf16.encoder(real_batch, training=False)["pooled_output"], "float32")
     # measured 0.016 (fast) and 0.016 (padded) against float32; pooled values are up to 0.5
     assert np.abs(fast - a).max() < 0.15
     assert np.abs(padded - a).max() < 0.15
@@ -129,13 +150,12 @@ def test_inference_function_traces_once_for_every_length(minilm, real_batch):
         assert np.abs(out - eager).max() < 1e-6  # measured 6e-8
 
 
-def test_finetuning_predict_equals_the_model_on_the_whole_batch(minilm, real_batch):
+def test_finetuning_predict_equals_the_model_on_the_whole_batch(minilm, padded_minilm, real_batch):
     from bert_keras import finetuning
 
     wide = {k: np.pad(v, [(0, 0), (0, 8)]) for k, v in real_batch.items()}
     logits = finetuning.predict(minilm, wide, batch_size=2)
-    with unpadded.disabled():
-        reference = np.asarray(minilm(wide, training=False))
+    reference = np.asarray(padded_minilm(wide, training=False))
     assert logits.shape == (5, 2)
     assert np.abs(logits - reference).max() < 1e-5  # measured 1.2e-7
 

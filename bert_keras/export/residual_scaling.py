@@ -77,7 +77,7 @@ def stream_maxima(model, batches) -> list:
             attended = block.attention(x, bias, training=False)
             z1 = x + attended
             a1 = block.attention_layer_norm(z1)
-            hidden = block.output_dense(block.intermediate(a1))
+            hidden = block.feed_forward(a1)
             z2 = a1 + hidden
             x = block.output_layer_norm(z2)
             seen[-1] += [attended, z1]

@@ -32,7 +32,6 @@ casing, sequence length and input/output names in
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 import tensorflow as tf
@@ -40,7 +39,7 @@ import tensorflow as tf
 from bert_keras import _private_api
 from bert_keras.export import heads
 from bert_keras.export.spec import SPEC_FILE, check_out_dir, may_replace_export, resolve, write_spec
-from bert_keras.layers import unpadded
+from bert_keras.models.copies import with_options
 from bert_keras.utils import atomic_folder
 
 # The ids-only copy earlier exports wrote inside the folder (kept so their size excludes it).
@@ -156,6 +155,9 @@ def export_saved_model(model_dir_or_model, out_dir, max_seq_len=None, pair=None,
                           lower_case=lower_case, labels=labels)
     # core-op WordPiece: the exported graph must load without tensorflow-text
     tokenizer = BertTokenizer.from_vocab(spec.vocab_path, lower_case=spec.lower_case, wordpiece="core")
+    # A copy traces the signatures: per-sequence tasks on the real tokens only, whatever the
+    # caller's model was set to; the caller's model is left as it is.
+    model = with_options(model, real_tokens_only=spec.task in REAL_TOKENS_ONLY)
     serve_text, serve_ids = make_serving_functions(model, spec, tokenizer)
     out_dir = os.fspath(out_dir)
     check_out_dir(out_dir, model_dir_or_model, "saved_model")
@@ -165,11 +167,10 @@ def export_saved_model(model_dir_or_model, out_dir, max_seq_len=None, pair=None,
     with atomic_folder(out_dir, may_replace=may_replace_export("saved_model")) as main:
         vocab_asset = tf.saved_model.Asset(spec.vocab_path)
         # the signatures are traced inside _write_archive
-        with unpadded.enabled() if spec.task in REAL_TOKENS_ONLY else contextlib.nullcontext():
-            _write_archive(main, model, [
-                ("serving_default", serve_text, text_input_signature(spec)),
-                ("serve_ids", serve_ids, _ids_spec(spec)),
-            ], assets=[("vocab_file", vocab_asset)])
+        _write_archive(main, model, [
+            ("serving_default", serve_text, text_input_signature(spec)),
+            ("serve_ids", serve_ids, _ids_spec(spec)),
+        ], assets=[("vocab_file", vocab_asset)])
         write_spec(spec, os.path.join(main, "assets.extra"), max_seq_len_ids="any")
     return out_dir
 

@@ -54,6 +54,7 @@ from bert_keras.export.tflite_convert import (CALIBRATED, MIXED_FLOAT_NODES, QUA
                                               builtin_only, op_names)
 from bert_keras.export.tflite_runtime import TFLiteModel, file_size_mb, latency_ms
 from bert_keras.export.tflite_text import CodepointTokenizer, codepoints
+from bert_keras.models.copies import with_options
 from bert_keras.export.tflite_tftext import DenseTextPacker
 from bert_keras.utils import atomic_folder, atomic_write
 
@@ -180,14 +181,18 @@ def export_tflite(model_dir, out_dir, quantize="none", max_seq_len=None, calibra
     if buckets and quantize == "int8_mixed":
         # its float ops are chosen by tensor name in one signature's graph
         raise BertKerasError("length_buckets cannot be combined with quantize='int8_mixed'; use 'int8' or 'dynamic'")
-    # Both int8 modes trace the attention with bounded masking (see `attention_masking`);
-    # full int8 also stores the residual stream rescaled per channel (`residual_scaling`).
+    # The files are traced from a copy of the model (the caller's is never changed): the
+    # padded layout (a file takes fixed-length batches); both int8 modes with bounded masking
+    # (see `attention_masking`); full int8 also with the residual stream rescaled per channel
+    # (`residual_scaling`, which changes the copy's weights).
     scaling = contextlib.nullcontext()
     if quantize == "int8":
         maxima = stream_maxima(model, _batched(_representative_ids(spec, calibration_texts, mc, k)()))
+    model = with_options(model, masking="select" if quantize in CALIBRATED else "additive",
+                         real_tokens_only=False)
+    if quantize == "int8":
         scaling = residual_scaling(model, scales_from_maxima(maxima))
-    with tempfile.TemporaryDirectory(prefix="bert-keras-tflite-") as workdir, \
-            attention_masking(model, "select" if quantize in CALIBRATED else "additive"), scaling, \
+    with tempfile.TemporaryDirectory(prefix="bert-keras-tflite-") as workdir, scaling, \
             atomic_folder(out_dir, may_replace=may_replace_export("tflite")) as tmp:
         paths = _export_files(model, spec, tmp, quantize, calibration_texts, text_model, ids_model, suffix, mc,
                               k, L, shape, workdir, n_cp, int(max_chars_per_word), buckets)

@@ -13,7 +13,6 @@ model) are left as they are by every variant.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 
@@ -102,9 +101,8 @@ def _matching_nodes(content, patterns):
                    if any(re.search(p, names[i]) for p in patterns)})
 
 
-@contextlib.contextmanager
 def attention_masking(model, masking):
-    """Sets `BertSelfAttention.masking` on every attention layer of model, restored on exit.
+    """A copy of model (same weights) whose attention layers use ``masking``; model is unchanged.
 
     "select" computes the same softmax without adding the -10,000 padding
     bias to the scores: full-integer quantisation gives each tensor one int8
@@ -112,20 +110,12 @@ def attention_masking(model, masking):
     rounds every real score to the same value (13.5 points of dev accuracy
     lost on the fine-tuned MiniLM sentiment model).
     """
-    from bert_keras.layers.attention import MASKINGS, BertSelfAttention
+    from bert_keras.layers.attention import MASKINGS
+    from bert_keras.models.copies import with_options
 
     if masking not in MASKINGS:
         raise BertKerasError(f"masking={masking!r}; choose one of {', '.join(MASKINGS)}")
-    layers = [layer for layer in _private_api.flatten_layers(model)
-              if isinstance(layer, BertSelfAttention)]
-    before = [layer.masking for layer in layers]
-    for layer in layers:
-        layer.masking = masking
-    try:
-        yield layers
-    finally:
-        for layer, value in zip(layers, before):
-            layer.masking = value
+    return with_options(model, masking=masking)
 
 
 def builtin_only(conv):

@@ -4,23 +4,22 @@ import keras
 from keras import ops
 
 
-def gelu(x):
+def gelu(x, fused_kernel=False):
     """Exact GELU, x * Phi(x) with the erf form (the paper; Hugging Face "gelu").
 
     float32 inputs take `keras.ops.gelu`.  bfloat16/float16 inputs are computed in
     float32: on CPU, element-wise bf16 math is emulated, and the erf form's ten
     element-wise ops (forward and autodiff backward, one pass over [B, L, 4H] each)
-    dominate a bf16 step otherwise.  On TensorFlow, the forward and a
-    hand-written backward are one XLA loop each; elsewhere a hand-written gradient
-    reuses the forward's Phi(x).  Inference on packed tokens
-    (`bert_keras.layers.unpadded`), whose shapes change with every batch, takes the
-    latter too: an XLA kernel would be compiled again for every new shape.
+    dominate a bf16 step otherwise.  With ``fused_kernel`` (TensorFlow; the layers pass
+    `fused.use_fused`, false for packed tokens, whose shapes change with every batch and
+    would compile an XLA kernel each), the forward and a hand-written backward are one XLA
+    loop each (`fused.gelu`); otherwise a hand-written gradient reuses the forward's Phi(x).
     """
     if keras.backend.standardize_dtype(x.dtype) == "float32":
         return ops.gelu(x, approximate=False)
-    from bert_keras.layers import fused, unpadded
+    if fused_kernel:
+        from bert_keras.layers import fused
 
-    if keras.backend.backend() == "tensorflow" and not unpadded.ACTIVE:
         return fused.gelu(x)
     return _gelu_in_float32(x)
 
@@ -69,3 +68,10 @@ def get_activation(name: str):
         return _ACTIVATIONS[name]
     except KeyError:
         raise ValueError(f"unknown activation {name!r}; choose one of {', '.join(_ACTIVATIONS)}") from None
+
+
+def activate(name, x, fused_kernel=False):
+    """The activation ``name`` of x; the exact GELU takes ``fused_kernel`` (see `gelu`)."""
+    if _ACTIVATIONS.get(name) is gelu:
+        return gelu(x, fused_kernel)
+    return get_activation(name)(x)

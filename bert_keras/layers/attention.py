@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from bert_keras.layers import fused
 from bert_keras.layers.dropout import Dropout
 
 # Added to the scores of padded keys.  Google's value; exp(-10000) is 0 in float32,
@@ -20,12 +21,11 @@ def attention_bias_from_padding_mask(padding_mask):
     return ops.expand_dims(ops.expand_dims((1.0 - mask) * MASK_VALUE, 1), 1)
 
 
-# `BertSelfAttention.masking` values.  "additive" (training, inference, every
-# default path): softmax(scores + bias), Google's formulation.  "select": the
-# same probabilities computed so that every intermediate tensor stays within
-# the range of the real scores, for full-integer TFLite, where one int8 scale
-# per tensor cannot hold both the scores and a -10,000 bias (set by
-# `bert_keras.export` for the int8 conversion; not serialised).
+# `BertSelfAttention`'s ``masking`` option.  "additive" (the default, for training and
+# inference): softmax(scores + bias), Google's formulation.  "select": the same
+# probabilities computed so that every intermediate tensor stays within the range of the
+# real scores, for full-integer TFLite, where one int8 scale per tensor cannot hold both
+# the scores and a -10,000 bias (the int8 exports trace a copy of the model with it).
 MASKINGS = ("additive", "select")
 
 
@@ -56,6 +56,19 @@ class BertSelfAttention(keras.layers.Layer):
     three; checkpoint converters split/concatenate it).  Scores, the mask and the
     softmax are float32 whatever the compute dtype, so bf16/fp16 stay stable.
 
+    The attention itself, written once, has three implementations of its steps:
+    - plain keras.ops: the reference, and every path with dropout on JAX and torch;
+    - `keras.ops.dot_product_attention` on JAX and torch where no dropout applies
+      (inference, or ``attention_dropout`` 0): cuDNN flash attention on JAX GPUs, PyTorch's
+      SDPA kernels; the same numbers, the bias added to float32 scores;
+    - on TensorFlow, where `fused.use_fused` allows it in 16-bit training, the Q/K/V split
+      and the masked softmax with its dropout are XLA kernels (`fused.qkv_heads`,
+      `fused.masked_softmax_dropout`).
+
+    Args:
+        masking: `MASKINGS` ("additive" by default; "select" for full-integer TFLite).
+        kernels: `bert_keras.layers.fused.KERNELS` ("auto" by default).
+
     Call:
         x: [B, L, H]; attention_bias: float32 [B, 1, 1, L] from
         `attention_bias_from_padding_mask`.
@@ -63,14 +76,15 @@ class BertSelfAttention(keras.layers.Layer):
         [B, L, H] (before the block's dropout/residual/LayerNorm).
     """
 
-    # "additive" or "select" (see MASKINGS); an instance attribute set by the
-    # exporters, never part of the config.
-    masking = "additive"
-
-    def __init__(self, hidden_size, num_heads, attention_dropout=0.1, initializer_range=0.02, **kwargs):
+    def __init__(self, hidden_size, num_heads, attention_dropout=0.1, initializer_range=0.02,
+                 masking="additive", kernels="auto", **kwargs):
         super().__init__(**kwargs)
         if hidden_size % num_heads:
             raise ValueError(f"hidden_size {hidden_size} is not divisible by num_heads {num_heads}")
+        if masking not in MASKINGS:
+            raise ValueError(f"masking={masking!r}; choose one of {', '.join(MASKINGS)}")
+        self.masking = masking
+        self.kernels = fused.check_kernels(kernels)
         self.hidden_size = hidden_size
         self.num_heads = num_heads
         self.head_size = hidden_size // num_heads
@@ -81,7 +95,7 @@ class BertSelfAttention(keras.layers.Layer):
                                       dtype=self.dtype_policy, name="qkv")
         self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=init,
                                                dtype=self.dtype_policy, name="output")
-        self.dropout = Dropout(attention_dropout, dtype=self.dtype_policy)
+        self.dropout = Dropout(attention_dropout, kernels=kernels, dtype=self.dtype_policy)
 
     def build(self, input_shape):
         self.qkv.build(input_shape)
@@ -94,35 +108,49 @@ class BertSelfAttention(keras.layers.Layer):
         qkv = self.qkv(x)
         if packing is not None:
             qkv = packing.scatter(qkv)
-        context = self._attend(qkv, attention_bias, training)
+        context = self._attend(qkv, attention_bias, training, fused_kernels=(
+            bool(training) and packing is None and self.masking == "additive"
+            and fused.use_fused(self.kernels, self.compute_dtype)))
         if packing is not None:
             context = packing.gather(context)
         return self.output_dense(context)
 
-    def _attend(self, qkv, attention_bias, training):
+    def _attend(self, qkv, attention_bias, training, fused_kernels=False):
         """[B, L, 3H] fused projections -> [B, L, H] context (before the output dense)."""
         batch, length = ops.shape(qkv)[0], ops.shape(qkv)[1]
-        # One transpose takes Q, K and V to [B, N, L, D] together and one takes the context
-        # back: two passes over the activations per layer, where einsums over [B, L, N, D]
-        # operands transpose q, k, v and the context one by one.  Unstack, not index: its
-        # gradient is one stack, while each indexed slice's is a zero-filled copy.
-        qkv = ops.reshape(qkv, (batch, length, 3, self.num_heads, self.head_size))
-        q, k, v = ops.unstack(ops.transpose(qkv, (2, 0, 3, 1, 4)), 3, axis=0)
-        q = q * ops.cast(1.0 / math.sqrt(self.head_size), q.dtype)
+        scale = 1.0 / math.sqrt(self.head_size)
+        dropout_active = bool(training) and self.attention_dropout > 0
+        if (keras.backend.backend() != "tensorflow" and not dropout_active and self.masking == "additive"):
+            # [B, L, N, D] operands: no transposes; the backend picks its fused kernel.
+            q, k, v = ops.unstack(ops.reshape(qkv, (batch, length, 3, self.num_heads, self.head_size)), 3, axis=2)
+            context = ops.dot_product_attention(q, k, v, bias=ops.cast(attention_bias, q.dtype), scale=scale)
+            return ops.reshape(context, (batch, length, self.hidden_size))
+        if fused_kernels:
+            q, k, v = fused.qkv_heads(qkv, self.num_heads, scale)
+        else:
+            # One transpose takes Q, K and V to [B, N, L, D] together and one takes the context
+            # back: two passes over the activations per layer, where einsums over [B, L, N, D]
+            # operands transpose q, k, v and the context one by one.  Unstack, not index: its
+            # gradient is one stack, while each indexed slice's is a zero-filled copy.
+            qkv = ops.reshape(qkv, (batch, length, 3, self.num_heads, self.head_size))
+            q, k, v = ops.unstack(ops.transpose(qkv, (2, 0, 3, 1, 4)), 3, axis=0)
+            q = q * ops.cast(scale, q.dtype)
         if keras.backend.backend() == "tensorflow":  # K read transposed in place
             import tensorflow as tf
 
             scores = tf.matmul(q, k, transpose_b=True)
         else:
             scores = ops.einsum("bhqd,bhkd->bhqk", q, k)
-        # The bias may arrive autocast to the compute dtype; -10000 survives bf16/fp16.
-        if self.masking == "select":
-            probs = select_masked_softmax(ops.cast(scores, "float32"), attention_bias)
+        if fused_kernels:
+            probs = fused.masked_softmax_dropout(
+                scores, attention_bias, *fused.dropout_mask_args(self.dropout, ops.shape(scores)))
         else:
-            scores = ops.cast(scores, "float32") + ops.cast(attention_bias, "float32")
-            probs = ops.softmax(scores, axis=-1)
-        probs = ops.cast(probs, self.compute_dtype)
-        probs = self.dropout(probs, training=training)
+            # The bias may arrive autocast to the compute dtype; -10000 survives bf16/fp16.
+            if self.masking == "select":
+                probs = select_masked_softmax(ops.cast(scores, "float32"), attention_bias)
+            else:
+                probs = ops.softmax(ops.cast(scores, "float32") + ops.cast(attention_bias, "float32"), axis=-1)
+            probs = self.dropout(ops.cast(probs, self.compute_dtype), training=training)
         context = ops.transpose(ops.matmul(probs, v), (0, 2, 1, 3))
         return ops.reshape(context, (batch, length, self.hidden_size))
 
@@ -136,4 +164,6 @@ class BertSelfAttention(keras.layers.Layer):
             "num_heads": self.num_heads,
             "attention_dropout": self.attention_dropout,
             "initializer_range": self.initializer_range,
+            "masking": self.masking,
+            "kernels": self.kernels,
         }

@@ -10,14 +10,21 @@ from bert_keras.layers.fused import keep_threshold, random_bits_tf  # noqa: F401
 class Dropout(keras.layers.Dropout):
     """`keras.layers.Dropout` (same arguments, random state and semantics).
 
-    Training on TensorFlow without ``noise_shape`` takes `fused.dropout_tf`: the keep
+    ``kernels`` (`bert_keras.layers.fused.KERNELS`, default "auto"): where `fused.use_fused`
+    allows it, training without ``noise_shape`` takes `fused.dropout_tf`: the keep
     probability is 1 - rate to within 2^-17 (16-bit random draws), kept
     values are scaled by 1 / (1 - rate).  Inference is the identity, as in Keras;
-    other backends run the Keras layer.
+    elsewhere the Keras layer runs.
     """
 
+    def __init__(self, rate, noise_shape=None, seed=None, kernels="auto", **kwargs):
+        super().__init__(rate, noise_shape=noise_shape, seed=seed, **kwargs)
+        self.kernels = fused.check_kernels(kernels)
+
     def call(self, inputs, training=False):
-        if (training and 0.0 < self.rate < 1.0 and self.noise_shape is None
-                and keras.backend.backend() == "tensorflow"):
+        if training and 0.0 < self.rate < 1.0 and self.noise_shape is None and fused.use_fused(self.kernels):
             return fused.dropout_tf(inputs, self.rate, self.seed_generator.next())
         return super().call(inputs, training=training)
+
+    def get_config(self):
+        return {**super().get_config(), "kernels": self.kernels}

@@ -19,12 +19,15 @@ class BertEmbeddings(keras.layers.Layer):
 
     The position table has ``max_position_embeddings`` rows from the start (the
     paper's two-phase schedule trains rows 128..511 only in phase 2); a sequence
-    of length L uses rows 0..L-1.
+    of length L uses rows 0..L-1.  ``kernels`` (`bert_keras.layers.fused.KERNELS`): in
+    16-bit training where `fused.use_fused` allows it, the sum, LayerNorm and dropout are one
+    XLA kernel (`fused.embeddings_layer_norm_dropout`).
     """
 
     def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2,
-                 dropout=0.1, layer_norm_eps=1e-12, initializer_range=0.02, **kwargs):
+                 dropout=0.1, layer_norm_eps=1e-12, initializer_range=0.02, kernels="auto", **kwargs):
         super().__init__(**kwargs)
+        self.kernels = fused.check_kernels(kernels)
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.max_position_embeddings = max_position_embeddings
@@ -40,8 +43,8 @@ class BertEmbeddings(keras.layers.Layer):
             type_vocab_size, hidden_size, embeddings_initializer=init, dtype=self.dtype_policy,
             name="segment_embedding")
         self.layer_norm = LayerNorm(
-            epsilon=layer_norm_eps, dtype=self.dtype_policy, name="layer_norm")
-        self.dropout = Dropout(dropout, dtype=self.dtype_policy)
+            epsilon=layer_norm_eps, kernels=kernels, dtype=self.dtype_policy, name="layer_norm")
+        self.dropout = Dropout(dropout, kernels=kernels, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         self.token_embedding.build((None, None))
@@ -59,15 +62,17 @@ class BertEmbeddings(keras.layers.Layer):
         the packing's spare row, [T + 1, H]."""
         if packing is not None:
             positions = ops.take(self.position_embeddings, packing.positions, axis=0)
-            x = (self.token_embedding(packing.gather(token_ids)) + self.segment_embedding(packing.gather(segment_ids))
-                 + ops.cast(positions, self.compute_dtype))
-            return self.dropout(self.layer_norm(x), training=training)
-        if fused.use_fused_training(self, training):
-            return fused.embeddings_forward(self, token_ids, segment_ids)
-        seq_len = ops.shape(token_ids)[1]
-        positions = ops.cast(self.position_embeddings[:seq_len], self.compute_dtype)
-        x = self.token_embedding(token_ids) + self.segment_embedding(segment_ids) + positions[None]
-        return self.dropout(self.layer_norm(x), training=training)
+            token_ids, segment_ids = packing.gather(token_ids), packing.gather(segment_ids)
+        else:
+            positions = self.position_embeddings[:ops.shape(token_ids)[1]][None]
+        token, segment = self.token_embedding(token_ids), self.segment_embedding(segment_ids)
+        if packing is None and training and fused.use_fused(self.kernels, self.compute_dtype):
+            norm = self.layer_norm
+            return fused.embeddings_layer_norm_dropout(
+                token, segment, positions[0], norm.gamma.value, norm.beta.value, norm.epsilon,
+                *fused.dropout_mask_args(self.dropout, ops.shape(token)))
+        x = token + segment + ops.cast(positions, self.compute_dtype)
+        return self.dropout(self.layer_norm(x, training=training), training=training)
 
     def compute_output_shape(self, token_ids_shape, segment_ids_shape=None):
         return tuple(token_ids_shape) + (self.hidden_size,)
@@ -82,4 +87,5 @@ class BertEmbeddings(keras.layers.Layer):
             "dropout": self.dropout_rate,
             "layer_norm_eps": self.layer_norm_eps,
             "initializer_range": self.initializer_range,
+            "kernels": self.kernels,
         }

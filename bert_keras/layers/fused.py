@@ -1,4 +1,4 @@
-"""XLA-fused element-wise stages of a mixed-precision (bf16/fp16) training step on TensorFlow.
+"""XLA-fused kernels of a mixed-precision (bf16/fp16) training step on TensorFlow.
 
 Between two matmuls, a BERT block runs chains of element-wise ops: dropout, residual
 add and LayerNorm; the attention softmax with its mask, casts and dropout; the Q/K/V
@@ -11,94 +11,69 @@ The matmuls and their bias adds stay outside, in oneDNN and TensorFlow kernels: 
 matmuls and its CPU reductions over the token axis (a bias gradient) are slower than
 TensorFlow's (docs/design.md, "Measured choices").
 
-Only the training path of bf16/fp16 models uses these (see `use_fused_training`);
-float32 models, inference and exports run the plain Keras layers, so their numbers are
-untouched.  Rounding follows the unfused path: dropout and residual adds in
-the compute dtype, LayerNorm statistics, GELU and softmax in float32.  Dropout masks
-come from `random_bits_tf` (drawn outside, applied inside); `dropout_tf`, the
+Each kernel is a function of tensors; the layers' ``call`` methods compose them in place
+of the matching lines of their plain keras.ops math (the block, attention, embeddings and
+heads are written once, in their layers).  A layer takes them where `use_fused` says so for
+its ``kernels`` option: the training path of bf16/fp16 models on TensorFlow, plus dropout
+masks and the 16-bit GELU; float32 models, inference, exports and the other backends run
+the plain math, so their numbers are untouched.  Rounding follows the plain path: dropout
+and residual adds in the compute dtype, LayerNorm statistics, GELU and softmax in float32.
+Dropout masks come from `random_bits_tf` (drawn outside, applied inside); `dropout_tf`, the
 `bert_keras.layers.Dropout` training path, applies them the same way.
 """
-
-import math
-import sys
 
 import keras
 
 from bert_keras import _private_api
-from bert_keras.utils import temporarily
 
 _CACHE = {}
 
-# Tests set this to False to compare with the layer-by-layer path (read when a call is traced).
-ENABLED = True
+# The values of the layers' ``kernels`` option.
+#   "auto"   the kernels here where they were measured to help: TensorFlow on a CPU;
+#   "fused"  the kernels here on any TensorFlow device;
+#   "plain"  keras.ops only (each layer's reference math; the path on JAX and torch).
+# Whatever the option, none of them runs inside a function being compiled whole by XLA
+# (`Model.compile(jit_compile=True)`): XLA then sees the plain graph and fuses it itself.
+# Nested XLA functions there made each step recompile, 10x slower, memory growing per call.
+KERNELS = ("auto", "fused", "plain")
 
 
-def disabled():
-    """Within this block, calls being traced take the layer-by-layer path (for a step that
-    XLA compiles whole: nested XLA functions there made each step recompile)."""
-    return temporarily(sys.modules[__name__], "ENABLED", False)
+def check_kernels(kernels):
+    """``kernels`` if it is one of `KERNELS`, else a one-line ValueError."""
+    if kernels not in KERNELS:
+        raise ValueError(f"kernels={kernels!r}; choose one of {', '.join(KERNELS)}")
+    return kernels
 
 
-def use_fused_training(layer, training):
-    """The one predicate of the fast path: True where `layer` should call its function
-    here instead of its layer-by-layer math: training, TensorFlow, 16-bit compute, and
-    for a Transformer block additive attention masking (the fused softmax adds the bias)."""
-    attention = getattr(layer, "attention", None)
-    return (ENABLED and bool(training) and keras.backend.backend() == "tensorflow"
-            and layer.compute_dtype in ("bfloat16", "float16")
-            and (attention is None or attention.masking == "additive"))
+def use_fused(kernels, dtype=None) -> bool:
+    """Whether a layer with option ``kernels`` composes the TensorFlow kernels here in the call
+    being traced: TensorFlow backend, not inside an XLA compile, "auto" only without a GPU,
+    and (when ``dtype`` is given) a 16-bit compute dtype.  The caller adds its own conditions
+    (training, additive masking, unpacked tokens)."""
+    if kernels == "plain" or keras.backend.backend() != "tensorflow":
+        return False
+    if dtype is not None and keras.backend.standardize_dtype(dtype) not in ("bfloat16", "float16"):
+        return False
+    if _private_api.in_xla_compile():
+        return False
+    return kernels == "fused" or not _gpu_visible()
+
+
+def _gpu_visible() -> bool:
+    if "gpu" not in _CACHE:
+        import tensorflow as tf
+
+        _CACHE["gpu"] = bool(tf.config.list_logical_devices("GPU"))
+    return _CACHE["gpu"]
 
 
 # ---------------------------------------------------------------------------
-# The fused forward passes of the layers (each layer's `call` dispatches here)
-
-
-def embeddings_forward(layer, token_ids, segment_ids):
-    """`BertEmbeddings`: sum, LayerNorm and dropout as one XLA kernel.  [B, L] ids -> [B, L, H]."""
-    from keras import ops
-
-    seq_len = ops.shape(token_ids)[1]
-    return embeddings_layer_norm_dropout(
-        layer.token_embedding(token_ids), layer.segment_embedding(segment_ids),
-        layer.position_embeddings.value[:seq_len], layer.layer_norm.gamma.value,
-        layer.layer_norm.beta.value, layer.layer_norm.epsilon,
-        *dropout_mask_args(layer.dropout, ops.shape(token_ids) + (layer.hidden_size,)))
-
-
-def transformer_block_forward(block, x, attention_bias):
-    """`TransformerBlock` (with its `BertSelfAttention`), each element-wise stage one XLA kernel.
-
-    x: [B, L, H]; attention_bias: float32 [B, 1, 1, L].  Returns [B, L, H].
-    """
-    import tensorflow as tf
-
-    shape = tf.shape(x)
-    attention = block.attention
-    q, k, v = qkv_heads(attention.qkv(x), attention.num_heads, 1.0 / math.sqrt(attention.head_size))
-    scores = tf.matmul(q, k, transpose_b=True)  # [B, N, L, L]
-    probs = masked_softmax_dropout(scores, attention_bias, *dropout_mask_args(attention.dropout, tf.shape(scores)))
-    context = tf.reshape(tf.transpose(tf.matmul(probs, v), [0, 2, 1, 3]), shape)
-    x = dropout_residual_layer_norm(
-        attention.output_dense(context), x, *dropout_mask_args(block.attention_dropout_layer, shape),
-        block.attention_layer_norm.gamma.value, block.attention_layer_norm.beta.value,
-        block.attention_layer_norm.epsilon)
-    return dropout_residual_layer_norm(
-        block.output_dense(block.intermediate(x)), x, *dropout_mask_args(block.output_dropout, shape),
-        block.output_layer_norm.gamma.value, block.output_layer_norm.beta.value,
-        block.output_layer_norm.epsilon)
+# The kernels (tensors in, tensors out; the layers compose them)
 
 
 def layer_norm(x, gamma, beta, epsilon):
     """`LayerNorm` over the last axis, float32 statistics, as one XLA kernel forward and backward."""
-    import tensorflow as tf
-
-    def fn(x, gamma, beta, epsilon):
-        xf = tf.cast(x, tf.float32)
-        mean, variance = tf.nn.moments(xf, axes=[-1], keepdims=True)
-        y = (xf - mean) * tf.math.rsqrt(variance + epsilon) * gamma + beta
-        return tf.cast(y, x.dtype)
-
-    return _compiled("layer_norm", fn)(x, gamma, beta, epsilon)
+    return _compiled("layer_norm", _layer_norm)(x, gamma, beta, epsilon)
 
 
 def gelu(x):
@@ -127,19 +102,6 @@ def gelu(x):
         return _compiled("gelu", forward)(x), grad
 
     return fn(x)
-
-
-def masked_lm_logits(head, x, training):
-    """`MaskedLMHead` before its output bias: [B, P, H] gathered states -> [B, P, V] logits."""
-    import tensorflow as tf
-
-    x = head.layer_norm(head.transform(x), training=training)
-    # x E^T as one matmul with transpose_b: the gradient for E comes out [V, H]
-    # directly instead of as [H, V] plus a transpose of the whole table.
-    shape = tf.shape(x)
-    embeddings = tf.cast(head.token_embedding.embeddings, x.dtype)
-    logits = tf.matmul(tf.reshape(x, [-1, head.hidden_size]), embeddings, transpose_b=True)
-    return tf.reshape(logits, [shape[0], shape[1], head.vocab_size])
 
 
 # ---------------------------------------------------------------------------

@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from bert_keras.layers import fused
-from bert_keras.layers.activations import get_activation
+from bert_keras.layers.activations import activate, get_activation
 from bert_keras.layers.normalization import LayerNorm
 
 
@@ -53,6 +53,8 @@ class MaskedLMHead(keras.layers.Layer):
     encoder's ``token_embedding`` layer.  Logits are computed only at the masked
     positions, so the [*, V] projection costs B*P rows instead of B*L.
 
+    ``kernels`` (`bert_keras.layers.fused.KERNELS`): the LayerNorm's and GELU's choice.
+
     Call:
         sequence_output [B, L, H], masked_positions int32 [B, P].
     Returns:
@@ -60,18 +62,21 @@ class MaskedLMHead(keras.layers.Layer):
     """
 
     def __init__(self, token_embedding, hidden_act="gelu", layer_norm_eps=1e-12, initializer_range=0.02,
-                 **kwargs):
+                 kernels="auto", **kwargs):
         super().__init__(**kwargs)
+        get_activation(hidden_act)  # an unknown name fails here
+        self.kernels = fused.check_kernels(kernels)
         self.token_embedding = token_embedding
         self.hidden_act = hidden_act
         self.layer_norm_eps = layer_norm_eps
         self.initializer_range = initializer_range
         self.vocab_size, self.hidden_size = token_embedding.input_dim, token_embedding.output_dim
+        # The activation is applied in `call` (it takes the kernel choice).
         self.transform = keras.layers.Dense(
-            self.hidden_size, activation=get_activation(hidden_act), dtype=self.dtype_policy,
+            self.hidden_size, dtype=self.dtype_policy,
             kernel_initializer=keras.initializers.TruncatedNormal(stddev=initializer_range), name="transform")
-        self.layer_norm = LayerNorm(epsilon=layer_norm_eps, dtype=self.dtype_policy,
-                                                          name="layer_norm")
+        self.layer_norm = LayerNorm(epsilon=layer_norm_eps, kernels=kernels, dtype=self.dtype_policy,
+                                    name="layer_norm")
 
     def build(self, sequence_output_shape=None, masked_positions_shape=None):
         self.transform.build((None, None, self.hidden_size))
@@ -81,11 +86,18 @@ class MaskedLMHead(keras.layers.Layer):
 
     def call(self, sequence_output, masked_positions, training=None):
         x = gather_positions(sequence_output, masked_positions)
-        if fused.use_fused_training(self, training):
-            logits = fused.masked_lm_logits(self, x, training)
+        x = activate(self.hidden_act, self.transform(x), fused_kernel=fused.use_fused(self.kernels, x.dtype))
+        x = self.layer_norm(x, training=training)
+        embeddings = ops.cast(self.token_embedding.embeddings, self.compute_dtype)
+        if keras.backend.backend() == "tensorflow":
+            import tensorflow as tf
+
+            # x E^T as one matmul with transpose_b: the gradient for E comes out [V, H]
+            # directly instead of as [H, V] plus a transpose of the whole table.
+            shape = tf.shape(x)
+            logits = tf.matmul(tf.reshape(x, [-1, self.hidden_size]), embeddings, transpose_b=True)
+            logits = tf.reshape(logits, [shape[0], shape[1], self.vocab_size])
         else:
-            x = self.layer_norm(self.transform(x))
-            embeddings = ops.cast(self.token_embedding.embeddings, self.compute_dtype)
             logits = ops.matmul(x, ops.transpose(embeddings))
         return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
 
@@ -96,5 +108,5 @@ class MaskedLMHead(keras.layers.Layer):
         config = super().get_config()
         # The tied embedding layer is not serialised here; BertPretrainer re-attaches it.
         config.update({"hidden_act": self.hidden_act, "layer_norm_eps": self.layer_norm_eps,
-                       "initializer_range": self.initializer_range})
+                       "initializer_range": self.initializer_range, "kernels": self.kernels})
         return config

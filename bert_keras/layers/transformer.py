@@ -1,17 +1,23 @@
 """The post-LN Transformer encoder block of BERT."""
 
 import keras
+from keras import ops
 
-from bert_keras.layers.activations import get_activation
 from bert_keras.layers import fused
+from bert_keras.layers.activations import activate, get_activation
+from bert_keras.layers.attention import BertSelfAttention
 from bert_keras.layers.dropout import Dropout
 from bert_keras.layers.normalization import LayerNorm
-from bert_keras.layers.attention import BertSelfAttention
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
 class TransformerBlock(keras.layers.Layer):
     """x = LN(x + Dropout(SelfAttention(x))); x = LN(x + Dropout(W2 act(W1 x))).
+
+    The math is written once, in `call`; ``kernels`` (`bert_keras.layers.fused.KERNELS`)
+    chooses where the TensorFlow kernels of `bert_keras.layers.fused` replace a step of it
+    (16-bit training: the dropout-residual-LayerNorm ends of both halves and the GELU;
+    the attention decides its own steps).  ``masking``: `BertSelfAttention`'s.
 
     Call:
         x: [B, L, H]; attention_bias: float32 [B, 1, 1, L].
@@ -20,8 +26,10 @@ class TransformerBlock(keras.layers.Layer):
     """
 
     def __init__(self, hidden_size, num_heads, intermediate_size, hidden_act="gelu", dropout=0.1,
-                 attention_dropout=0.1, layer_norm_eps=1e-12, initializer_range=0.02, **kwargs):
+                 attention_dropout=0.1, layer_norm_eps=1e-12, initializer_range=0.02, masking="additive",
+                 kernels="auto", **kwargs):
         super().__init__(**kwargs)
+        get_activation(hidden_act)  # an unknown name fails here, not at the first call
         self.hidden_size = hidden_size
         self.num_heads = num_heads
         self.intermediate_size = intermediate_size
@@ -30,21 +38,28 @@ class TransformerBlock(keras.layers.Layer):
         self.attention_dropout = attention_dropout
         self.layer_norm_eps = layer_norm_eps
         self.initializer_range = initializer_range
+        self.kernels = fused.check_kernels(kernels)
         init = keras.initializers.TruncatedNormal(stddev=initializer_range)
         policy = self.dtype_policy
         self.attention = BertSelfAttention(hidden_size=hidden_size, num_heads=num_heads,
                                            attention_dropout=attention_dropout,
-                                           initializer_range=initializer_range, dtype=policy, name="attention")
-        self.attention_dropout_layer = Dropout(dropout, dtype=policy)
+                                           initializer_range=initializer_range, masking=masking, kernels=kernels,
+                                           dtype=policy, name="attention")
+        self.attention_dropout_layer = Dropout(dropout, kernels=kernels, dtype=policy)
         self.attention_layer_norm = LayerNorm(
-            epsilon=layer_norm_eps, dtype=policy, name="attention_layer_norm")
-        self.intermediate = keras.layers.Dense(intermediate_size, activation=get_activation(hidden_act),
-                                               kernel_initializer=init, dtype=policy, name="intermediate")
+            epsilon=layer_norm_eps, kernels=kernels, dtype=policy, name="attention_layer_norm")
+        # The activation is applied in `call` (it takes the kernel choice).
+        self.intermediate = keras.layers.Dense(intermediate_size, kernel_initializer=init, dtype=policy,
+                                               name="intermediate")
         self.output_dense = keras.layers.Dense(hidden_size, kernel_initializer=init, dtype=policy,
                                                name="output")
-        self.output_dropout = Dropout(dropout, dtype=policy)
+        self.output_dropout = Dropout(dropout, kernels=kernels, dtype=policy)
         self.output_layer_norm = LayerNorm(
-            epsilon=layer_norm_eps, dtype=policy, name="output_layer_norm")
+            epsilon=layer_norm_eps, kernels=kernels, dtype=policy, name="output_layer_norm")
+
+    @property
+    def masking(self):
+        return self.attention.masking
 
     def build(self, input_shape):
         self.attention.build(input_shape)
@@ -58,12 +73,26 @@ class TransformerBlock(keras.layers.Layer):
         """With ``packing`` (inference, `bert_keras.layers.unpadded`), x and the result are the
         real tokens only plus the packing's spare row, [T + 1, H]: everything but the
         attention is position-wise."""
-        if fused.use_fused_training(self, training):  # never with packing: that is inference only
-            return fused.transformer_block_forward(self, x, attention_bias)
+        fast = packing is None and fused.use_fused(self.kernels, self.compute_dtype)
         attended = self.attention(x, attention_bias, training=training, packing=packing)
-        x = self.attention_layer_norm(x + self.attention_dropout_layer(attended, training=training))
-        hidden = self.output_dense(self.intermediate(x))
-        return self.output_layer_norm(x + self.output_dropout(hidden, training=training))
+        x = self._add_and_norm(attended, x, self.attention_dropout_layer, self.attention_layer_norm,
+                               training, fast and bool(training))
+        hidden = self.feed_forward(x, fused_kernel=fast)
+        return self._add_and_norm(hidden, x, self.output_dropout, self.output_layer_norm,
+                                  training, fast and bool(training))
+
+    def feed_forward(self, x, fused_kernel=False):
+        """W2 act(W1 x + b1) + b2, position-wise: [.., H] -> [.., H]."""
+        return self.output_dense(activate(self.hidden_act, self.intermediate(x), fused_kernel=fused_kernel))
+
+    @staticmethod
+    def _add_and_norm(h, residual, dropout, norm, training, fused_kernel):
+        """LN(residual + Dropout(h)), the end of both halves of the block."""
+        if fused_kernel:
+            return fused.dropout_residual_layer_norm(
+                h, residual, *fused.dropout_mask_args(dropout, ops.shape(h)), norm.gamma.value, norm.beta.value,
+                norm.epsilon)
+        return norm(residual + dropout(h, training=training), training=training)
 
     def compute_output_shape(self, x_shape, attention_bias_shape=None):
         return x_shape
@@ -79,4 +108,6 @@ class TransformerBlock(keras.layers.Layer):
             "attention_dropout": self.attention_dropout,
             "layer_norm_eps": self.layer_norm_eps,
             "initializer_range": self.initializer_range,
+            "masking": self.masking,
+            "kernels": self.kernels,
         }

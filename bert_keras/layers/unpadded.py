@@ -13,53 +13,29 @@ positions get the same numbers as the padded path (up to matmul summation order:
 MiniLM); padding positions of ``sequence_output`` are 0 instead of the values the padded
 path computes for them (which nothing should read).
 
-Opt-in: used when `use_unpadded` says so: `ENABLED` (off by default, so models and parity
-checks compute the padding positions exactly as the references do; switch it on with
-`enabled()` around the calls being traced, or set ``unpadded.ENABLED = True``; the SavedModel
-exports of per-sequence tasks switch it on, `bert_keras.export.saved_model.REAL_TOKENS_ONLY`),
-inference (``training`` false), the TensorFlow backend and additive attention masking (the
-full-integer TFLite export traces "select" masking).  The packing's data-dependent shapes
-cannot be XLA-compiled, so a ``jit_compile=True`` inference function must not enable it.
+Chosen by the encoder's ``real_tokens_only`` option (`BertEncoder`; the per-sequence task
+models, `BertClassifier` and `BertMultipleChoice`, ask for it in every inference call,
+`models.tasks`), and only where `use_unpadded` agrees: inference (``training`` false), the
+TensorFlow backend and additive attention masking (the full-integer TFLite export traces
+"select" masking).  The packing's data-dependent shapes cannot be XLA-compiled, so a call
+being traced into an XLA compile takes the padded path.
 """
-
-import sys
 
 import keras
 
-from bert_keras.utils import temporarily
-
-# Read when a call is traced.
-ENABLED = False
 # The name scope of the packing ops: a traced graph took this path if a node name holds it.
 SCOPE = "real_tokens_only"
-# True while a packed call is being traced or run: its shapes change with every batch, so
-# the 16-bit GELU takes plain TensorFlow ops instead of an XLA kernel compiled per shape.
-ACTIVE = False
 
 
-def active():
-    """Within this block a packed call is being traced or run (sets `ACTIVE`)."""
-    return temporarily(sys.modules[__name__], "ACTIVE", True)
+def use_unpadded(encoder, training, real_tokens_only):
+    """True where ``encoder`` (a `BertEncoder`) should run this call on the real tokens only."""
+    from bert_keras import _private_api
 
-
-def enabled():
-    """Within this block, inference calls being traced run on the real tokens only."""
-    return temporarily(sys.modules[__name__], "ENABLED", True)
-
-
-def disabled():
-    """Within this block, calls being traced take the padded path."""
-    return temporarily(sys.modules[__name__], "ENABLED", False)
-
-
-def use_unpadded(encoder, training):
-    """True where ``encoder`` (a `BertEncoder`) should run its inference on the real tokens only."""
-    from bert_keras.layers.attention import BertSelfAttention
-
-    if not ENABLED or training or keras.backend.backend() != "tensorflow":
+    if not real_tokens_only or training or keras.backend.backend() != "tensorflow":
         return False
-    return all(block.attention.masking == "additive" for block in encoder.transformer_layers
-               if isinstance(block.attention, BertSelfAttention))
+    if _private_api.in_xla_compile():
+        return False
+    return all(block.attention.masking == "additive" for block in encoder.transformer_layers)
 
 
 class Packing:

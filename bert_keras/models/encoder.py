@@ -34,9 +34,22 @@ class BertEncoder(keras.Model):
         ...            "padding_mask": np.array([[1, 1, 1, 0]], "int32")})
         >>> tuple(out["sequence_output"].shape), tuple(out["pooled_output"].shape)
         ((1, 4, 128), (1, 128))
+
+    Options (none changes the weights; each is in `get_config`):
+        kernels: where the TensorFlow kernels of `bert_keras.layers.fused` replace steps of
+            the layers' math: "auto" (default: 16-bit training on a CPU, never inside an
+            XLA compile), "fused" (any TensorFlow device) or "plain" (keras.ops only).
+        masking: the attention's padding mask, "additive" (default) or "select" (bounded
+            intermediates, for full-integer TFLite).
+        real_tokens_only: inference calls run on the real tokens only
+            (`bert_keras.layers.unpadded`; TensorFlow): the same numbers at the real
+            positions, 0 at the padding of ``sequence_output``.  Default False, so that
+            every position equals the reference implementations'; a call may pass
+            ``real_tokens_only=`` to override it (the per-sequence task models do).
     """
 
-    def __init__(self, config=None, dtype=None, **kwargs):
+    def __init__(self, config=None, dtype=None, kernels="auto", masking="additive", real_tokens_only=False,
+                 **kwargs):
         if config is None:
             config = BertConfig()
         elif isinstance(config, dict):
@@ -48,12 +61,14 @@ class BertEncoder(keras.Model):
                                          max_position_embeddings=c.max_position_embeddings,
                                          type_vocab_size=c.type_vocab_size, dropout=c.dropout,
                                          layer_norm_eps=c.layer_norm_eps,
-                                         initializer_range=c.initializer_range, dtype=dtype, name="embeddings")
+                                         initializer_range=c.initializer_range, kernels=kernels, dtype=dtype,
+                                         name="embeddings")
         transformer_layers = [
             TransformerBlock(hidden_size=c.hidden_size, num_heads=c.num_heads,
                              intermediate_size=c.intermediate_size, hidden_act=c.hidden_act, dropout=c.dropout,
                              attention_dropout=c.attention_dropout, layer_norm_eps=c.layer_norm_eps,
-                             initializer_range=c.initializer_range, dtype=dtype, name=f"transformer_layer_{i}")
+                             initializer_range=c.initializer_range, masking=masking, kernels=kernels, dtype=dtype,
+                             name=f"transformer_layer_{i}")
             for i in range(c.num_layers)
         ]
         pooler = BertPooler(c.hidden_size, c.initializer_range, dtype=dtype, name="pooler")
@@ -70,18 +85,22 @@ class BertEncoder(keras.Model):
         self.transformer_layers = transformer_layers
         self.pooler = pooler
         self.config = config
+        self.kernels = kernels
+        self.masking = masking
+        self.real_tokens_only = bool(real_tokens_only)
 
-    def call(self, inputs, training=None, mask=None):
-        if not unpadded.use_unpadded(self, training):
+    def call(self, inputs, training=None, mask=None, real_tokens_only=None):
+        if real_tokens_only is None:
+            real_tokens_only = self.real_tokens_only
+        if not unpadded.use_unpadded(self, training, real_tokens_only):
             return super().call(inputs, training=training, mask=mask)
         # Inference on the real tokens only (same numbers at the real positions, 0 at the padding).
-        with unpadded.active():
-            packing = unpadded.Packing(inputs["padding_mask"])
-            x = self.embeddings(inputs["token_ids"], inputs["segment_ids"], training=training, packing=packing)
-            bias = packing.attention_bias(attention_bias_from_padding_mask(inputs["padding_mask"]))
-            for block in self.transformer_layers:
-                x = block(x, bias, training=training, packing=packing)
-            sequence = packing.scatter(x, full=True)
+        packing = unpadded.Packing(inputs["padding_mask"])
+        x = self.embeddings(inputs["token_ids"], inputs["segment_ids"], training=training, packing=packing)
+        bias = packing.attention_bias(attention_bias_from_padding_mask(inputs["padding_mask"]))
+        for block in self.transformer_layers:
+            x = block(x, bias, training=training, packing=packing)
+        sequence = packing.scatter(x, full=True)
         return {"sequence_output": sequence, "pooled_output": self.pooler(sequence)}
 
     @property
@@ -91,6 +110,7 @@ class BertEncoder(keras.Model):
 
     def get_config(self):
         return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable,
+                "kernels": self.kernels, "masking": self.masking, "real_tokens_only": self.real_tokens_only,
                 # A functional Model reports float32 whatever its dtype argument; the layers
                 # hold the policy the encoder was built with.
                 "dtype": keras.dtype_policies.serialize(self.embeddings.dtype_policy)}

@@ -40,7 +40,7 @@ class BertPretrainer(keras.Model):
         # === Layers === (attributes only after Model.__init__, which torch requires)
         masked_lm_head = MaskedLMHead(token_embedding=encoder.token_embedding, hidden_act=cfg.hidden_act,
                                            layer_norm_eps=cfg.layer_norm_eps,
-                                           initializer_range=cfg.initializer_range,
+                                           initializer_range=cfg.initializer_range, kernels=encoder.kernels,
                                            dtype=encoder.embeddings.dtype_policy, name="masked_lm_head")
         # Heads produce float32 logits whatever the policy (softmax/loss in float32).
         nsp_head = keras.layers.Dense(

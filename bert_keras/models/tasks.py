@@ -37,7 +37,7 @@ class _DenseHeadModel(_TaskModel):
 
     _features = "pooled_output"
 
-    def __init__(self, encoder: BertEncoder, num_classes, dropout=None, **kwargs):
+    def __init__(self, encoder: BertEncoder, num_classes, dropout=None, real_tokens_only=None, **kwargs):
         # Layers are attributes only after Model.__init__ (torch's Module requires it).
         rate = encoder.config.dropout if dropout is None else dropout
         dropout_layer = keras.layers.Dropout(rate)
@@ -50,9 +50,18 @@ class _DenseHeadModel(_TaskModel):
         self.dropout_rate = rate
         self.dropout = dropout_layer
         self.classifier = classifier
+        # Per-sequence outputs read only the [CLS] row, so inference may skip the padding.
+        self.real_tokens_only = self._features == "pooled_output" if real_tokens_only is None else real_tokens_only
+
+    def call(self, inputs, training=None, mask=None):
+        if training or not self.real_tokens_only:
+            return super().call(inputs, training=training, mask=mask)
+        features = self.encoder(inputs, training=False, real_tokens_only=True)[self._features]
+        return self.classifier(features)  # dropout is the identity at inference
 
     def _head_config(self):
-        return {"num_classes": self.num_classes, "dropout": self.dropout_rate}
+        return {"num_classes": self.num_classes, "dropout": self.dropout_rate,
+                "real_tokens_only": self.real_tokens_only}
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -61,14 +70,16 @@ class BertClassifier(_DenseHeadModel):
 
     Inputs: the encoder's dict of int32 [B, L].  Output: float32 logits [B, C];
     ``num_classes=1`` is regression (STS-B style; train with mean squared error).
+    ``real_tokens_only`` (default True): inference runs the encoder on the real tokens only
+    (`bert_keras.layers.unpadded`, TensorFlow): the same logits, less work on padded batches.
 
     Example:
         >>> import bert_keras as bk
         >>> clf = bk.BertClassifier(bk.BertEncoder(bk.BertConfig.preset("tiny", vocab_size=100)), 3)
     """
 
-    def __init__(self, encoder: BertEncoder, num_classes=2, dropout=None, **kwargs):
-        super().__init__(encoder, num_classes, dropout, **kwargs)
+    def __init__(self, encoder: BertEncoder, num_classes=2, dropout=None, real_tokens_only=True, **kwargs):
+        super().__init__(encoder, num_classes, dropout, real_tokens_only, **kwargs)
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -78,7 +89,10 @@ class BertTokenClassifier(_DenseHeadModel):
     _features = "sequence_output"
 
     def __init__(self, encoder: BertEncoder, num_classes=9, dropout=None, **kwargs):
-        super().__init__(encoder, num_classes, dropout, **kwargs)
+        super().__init__(encoder, num_classes, dropout, False, **kwargs)
+
+    def _head_config(self):
+        return {"num_classes": self.num_classes, "dropout": self.dropout_rate}
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -134,10 +148,10 @@ class BertMultipleChoice(_TaskModel):
     """Multiple choice (SWAG): each (context, ending) pair scored on C, softmax over K.
 
     Inputs: the encoder's three int32 inputs shaped [B, K, L].  Output: float32
-    logits [B, K].
+    logits [B, K].  ``real_tokens_only`` as in `BertClassifier`.
     """
 
-    def __init__(self, encoder: BertEncoder, dropout=None, **kwargs):
+    def __init__(self, encoder: BertEncoder, dropout=None, real_tokens_only=True, **kwargs):
         rate = encoder.config.dropout if dropout is None else dropout
         dropout_layer = keras.layers.Dropout(rate)
         classifier = _head(1, encoder, "classifier")
@@ -151,6 +165,15 @@ class BertMultipleChoice(_TaskModel):
         self.dropout_rate = rate
         self.dropout = dropout_layer
         self.classifier = classifier
+        self.real_tokens_only = real_tokens_only
+
+    def call(self, inputs, training=None, mask=None):
+        if training or not self.real_tokens_only:
+            return super().call(inputs, training=training, mask=mask)
+        shape = ops.shape(inputs["token_ids"])
+        flat = {name: ops.reshape(inputs[name], (-1, shape[-1])) for name in INPUT_NAMES}
+        pooled = self.encoder(flat, training=False, real_tokens_only=True)["pooled_output"]
+        return ops.reshape(self.classifier(pooled), (shape[0], shape[1]))
 
     def _head_config(self):
-        return {"dropout": self.dropout_rate}
+        return {"dropout": self.dropout_rate, "real_tokens_only": self.real_tokens_only}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 
 import keras
 import numpy as np
@@ -115,11 +114,10 @@ class PretrainLoop:
         """Gradients (dense, float32) and statistics of one micro-batch on one replica.
 
         Holds no cross-replica communication, so it can be XLA-compiled under
-        any strategy (``jit_compile``)."""
-        from bert_keras.layers import fused
-
+        any strategy (``jit_compile``: the layers then see an XLA compile and run their plain
+        math, `bert_keras.layers.fused.use_fused`)."""
         variables = self.model.trainable_variables
-        with tf.GradientTape() as tape, (fused.disabled() if self.jit_compile else contextlib.nullcontext()):
+        with tf.GradientTape() as tape:
             outputs = self.model(features, training=True)
             t = pretraining_terms(labels, outputs)
             mlm_loss = t["mlm_sum"] / mlm_denominator
