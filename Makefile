@@ -9,14 +9,14 @@ VENV_TF221 ?= .venv-tf221
 BIN_TF221 := $(VENV_TF221)/bin
 PYTEST_ARGS ?= -q
 
-.PHONY: install install-tf221 demo test test-tf221 check-library-only clean
+.PHONY: install install-tf221 demo test test-tf221 test-jax test-torch check-library-only clean
 
 # TensorFlow 2.20 with every reference, Google's tf-models-official included.
 $(BIN)/bert-keras: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 	$(BIN)/pip install -e ".[test,tf-models]" "tensorflow==2.20.*"
-	touch $@
+	touch $@ $(VENV)/installed
 
 $(BIN_TF221)/bert-keras: pyproject.toml
 	$(PY) -m venv $(VENV_TF221)
@@ -39,6 +39,16 @@ test: install
 # tests/conftest.py) cannot run there, and the slow real-data tests ran in leg 1.
 test-tf221: install-tf221
 	$(BIN_TF221)/python -m pytest $(PYTEST_ARGS) -m "not needs_tf_models and not slow" tests
+
+# The model-level suite (tests/test_backends.py: parity on real weights, fit in float32 and
+# bf16, checkpoints, fine-tuning, no TensorFlow on the model path) on the other Keras backends;
+# the JAX leg also runs the accelerator benchmark at its tiny size on the CPU.
+test-jax: install
+	KERAS_BACKEND=jax $(BIN)/python -m pytest $(PYTEST_ARGS) tests/test_backends.py
+	KERAS_BACKEND=jax $(BIN)/python benchmarks/bench_accelerator.py --preset tiny --steps 3
+
+test-torch: install
+	KERAS_BACKEND=torch $(BIN)/python -m pytest $(PYTEST_ARGS) tests/test_backends.py
 
 # `pip install .` alone (a fresh venv, no extras): demo --fast, pretrain, export, predict.
 check-library-only:

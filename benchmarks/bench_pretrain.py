@@ -9,6 +9,10 @@ batches (all tokens real, ``round(0.15 L)`` masked positions, random MLM targets
 
   ours       `BertPretrainer` through `PretrainLoop`, the loop `bert-keras pretrain` runs
              (MLM + NSP loss, global-norm clip 1.0, AdamW); ``ours_xla`` adds ``jit_compile``.
+  fit        `BertPretrainer.compile(optimizer=AdamW)` + ``train_on_batch``, as a Keras user
+             trains it (Keras' compiled step); ``fit_xla`` compiles with ``jit_compile=True``,
+             the whole step one XLA computation (the layers then run their plain keras.ops
+             math: no fused kernel nests inside it).
   keras_hub  `keras_hub.models.BertMaskedLM` on a `BertBackbone` of the same sizes, compiled
              with the same AdamW and its usual sparse cross-entropy, trained with
              ``train_on_batch`` (Keras' compiled train step; XLA is off on CPU by Keras'
@@ -51,7 +55,7 @@ VOCAB = 30522
 PRESETS = {"tiny": (2, 128, 2), "mini": (4, 256, 4), "small": (4, 512, 8), "medium": (8, 512, 8),
            "base": (12, 768, 12), "large": (24, 1024, 16)}
 DEFAULT_CONFIGS = "small:128:32,base:128:16,base:512:4"
-FRAMEWORKS = ("ours", "ours_xla", "keras_hub", "hf")
+FRAMEWORKS = ("ours", "ours_xla", "fit", "fit_xla", "keras_hub", "hf")
 
 
 def predictions(seq_len):
@@ -90,17 +94,26 @@ def batch_arrays(seq_len, batch, vocab=VOCAB, seed=0):
 # Process CPU seconds of each timed step (all threads): on a shared machine wall time swings
 # with the other jobs' load, CPU time much less, so it tells whether a change did less work.
 CPU_TIMES = []
+# Resident memory (MB) before and after the timed steps: a step that keeps compiling grows it.
+RSS_MB = []
+
+
+def _rss_mb():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def _timed(step, steps, warmup):
     for _ in range(warmup):
         step()
+    RSS_MB.append(_rss_mb())
     times = []
     for _ in range(steps):
         start, cpu = time.perf_counter(), time.process_time()
         step()
         times.append(time.perf_counter() - start)
         CPU_TIMES.append(time.process_time() - cpu)
+    RSS_MB.append(_rss_mb())
     return times
 
 
@@ -129,6 +142,29 @@ def run_ours(preset, seq_len, batch, precision, steps, warmup, jit=False):
 
     def step():
         losses.append(loop.train(iterator, 1)[0])
+
+    times = _timed(step, steps, warmup)
+    return times, losses[-1]
+
+
+def run_fit(preset, seq_len, batch, precision, steps, warmup, jit=False):
+    import keras
+
+    import bert_keras as bk
+
+    if precision == "bf16":
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")
+    arrays = batch_arrays(seq_len, batch)
+    keras.utils.set_random_seed(0)
+    model = bk.BertPretrainer(bk.BertEncoder(bk.BertConfig.preset(preset, vocab_size=VOCAB)))
+    model.compile(optimizer=keras.optimizers.AdamW(1e-4, weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0),
+                  jit_compile=jit)
+    x = {k: arrays[k] for k in ("token_ids", "segment_ids", "padding_mask", "masked_positions")}
+    y = {k: arrays[k] for k in ("masked_ids", "masked_weights", "next_sentence_label")}
+    losses = []
+
+    def step():
+        losses.append(float(model.train_on_batch(x, y)[0]))
 
     times = _timed(step, steps, warmup)
     return times, losses[-1]
@@ -226,8 +262,8 @@ def run_peak(_preset=None, _seq_len=None, _batch=None, _precision=None, steps=5,
     return {k: {"gflops": v[0], "source": v[1]} for k, v in best.items()}
 
 
-RUNNERS = {"ours": run_ours, "ours_xla": lambda *a: run_ours(*a, jit=True), "keras_hub": run_keras_hub,
-           "hf": run_hf}
+RUNNERS = {"ours": run_ours, "ours_xla": lambda *a: run_ours(*a, jit=True), "fit": run_fit,
+           "fit_xla": lambda *a: run_fit(*a, jit=True), "keras_hub": run_keras_hub, "hf": run_hf}
 
 
 def child(args):
@@ -238,7 +274,8 @@ def child(args):
                                               args.steps, args.warmup)
         result = {"step_seconds": times, "median_step_seconds": statistics.median(times),
                   "median_step_cpu_seconds": statistics.median(CPU_TIMES[-len(times):]),
-                  "sequences_per_second": args.batch / statistics.median(times), "last_loss": loss}
+                  "sequences_per_second": args.batch / statistics.median(times), "last_loss": loss,
+                  "rss_growth_mb": RSS_MB[-1] - RSS_MB[0]}
     result["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print("RESULT " + json.dumps(result), flush=True)
 
@@ -302,6 +339,10 @@ def main(argv=None):
         if p not in ("fp32", "bf16"):
             parser.error(f"--precisions: {p!r} is not fp32 or bf16")
 
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import machine
+
+    print(machine.describe(), flush=True)
     load_before = os.getloadavg()
     print(f"load average before: {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}", flush=True)
     peak = spawn("peak", steps=5, warmup=1, nice=args.nice)
@@ -321,7 +362,7 @@ def main(argv=None):
                     key = (preset, seq_len, batch, precision, framework)
                     runs.setdefault(key, []).append(r)
                     shown = (f"{r['sequences_per_second']:.2f} seq/s, {r['median_step_cpu_seconds']:.2f} CPU s/step, "
-                             f"rss {r['peak_rss_mb']:.0f} MB, "
+                             f"rss {r['peak_rss_mb']:.0f} MB (+{r['rss_growth_mb']:.0f} over the timed steps), "
                              f"loss {r['last_loss']:.3f}, {r['wall_seconds']:.0f} s" if "error" not in r
                              else r["error"])
                     print(f"[{repeat + 1}/{args.repeats}] {preset}@{seq_len} b{batch} {precision} {framework}: "
@@ -341,17 +382,18 @@ def main(argv=None):
                      "mfu": flops / (peak[precision]["gflops"] * 1e9) if precision in peak else None,
                      "cpu_seconds_per_step": statistics.median(
                          r["median_step_cpu_seconds"] for r in results if "error" not in r),
-                     "peak_rss_mb": max(r["peak_rss_mb"] for r in results if "error" not in r)})
+                     "peak_rss_mb": max(r["peak_rss_mb"] for r in results if "error" not in r),
+                     "rss_growth_mb": max(r["rss_growth_mb"] for r in results if "error" not in r)})
     index = {(r["preset"], r["seq_len"], r["batch"], r["precision"], r["framework"]): r for r in rows}
     print(f"\nmodel FLOPs per sequence: see the module docstring; MFU against the measured {', '.join(peak)} "
           f"matmul peak")
-    header = f"{'config':<16}{'prec':<6}{'framework':<11}{'seq/s':>8}{'MFU':>8}{'RSS MB':>8}" \
-             f"{'ours/this':>11}{'CPU s/step':>11}{'runs':>6}"
+    header = f"{'config':<16}{'prec':<6}{'framework':<11}{'seq/s':>8}{'MFU':>8}{'RSS MB':>8}{'+RSS':>6}" \
+             f"{frameworks[0] + '/this':>13}{'CPU s/step':>11}{'runs':>6}"
     print(header)
     print("-" * len(header))
     for preset, seq_len, batch in configs:
         for precision in precisions:
-            base = index.get((preset, seq_len, batch, precision, "ours"))
+            base = index.get((preset, seq_len, batch, precision, frameworks[0]))
             for framework in frameworks:
                 r = index.get((preset, seq_len, batch, precision, framework))
                 if r is None:
@@ -360,16 +402,17 @@ def main(argv=None):
                 ratio = base["sequences_per_second"] / r["sequences_per_second"] if base else float("nan")
                 mfu = f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "-"
                 print(f"{f'{preset}@{seq_len} b{batch}':<16}{precision:<6}{framework:<11}"
-                      f"{r['sequences_per_second']:>8.2f}{mfu:>8}{r['peak_rss_mb']:>8.0f}{ratio:>10.2f}x"
+                      f"{r['sequences_per_second']:>8.2f}{mfu:>8}{r['peak_rss_mb']:>8.0f}{r['rss_growth_mb']:>6.0f}"
+                      f"{ratio:>12.2f}x"
                       f"{r['cpu_seconds_per_step']:>11.2f}{len(r['runs']):>6}")
             for framework in frameworks:
                 r = index.get((preset, seq_len, batch, precision, framework))
                 if base and r:
-                    r["ours_over_this"] = base["sequences_per_second"] / r["sequences_per_second"]
+                    r[f"{frameworks[0]}_over_this"] = base["sequences_per_second"] / r["sequences_per_second"]
     print(f"load average after: {load_after[0]:.2f} {load_after[1]:.2f} {load_after[2]:.2f}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"peak": peak, "rows": rows, "load_before": load_before, "load_after": load_after,
+            json.dump({"cpu": machine.cpu(), "peak": peak, "rows": rows, "load_before": load_before, "load_after": load_after,
                        "settings": {"steps": args.steps, "warmup": args.warmup, "repeats": args.repeats,
                                     "nice": args.nice}}, f, indent=2)
         print(f"wrote {args.json}")

@@ -202,3 +202,40 @@ def test_the_model_path_runs_without_tensorflow(minilm_dir):
     google = [line for line in lines if line.startswith("google:")]
     assert len(google) == 1 and "writing a Google TF1 checkpoint needs TensorFlow" in google[0]
     assert not os.path.exists(google[0].split(": ")[1])  # nothing written
+
+
+def test_weights_trained_here_export_through_tensorflow_to_the_same_logits(tmp_path, minilm_dir):
+    """`bert-keras export` runs on TensorFlow whatever KERAS_BACKEND says; the library's export
+    functions, called off TensorFlow, say so in one line."""
+    import tensorflow as tf
+
+    keras.utils.set_random_seed(0)
+    clf = bk.BertClassifier(bk.BertEncoder(bk.BertConfig.preset("tiny", vocab_size=30522,
+                                                                  max_position_embeddings=128)), 2)
+    x = random_batch(30522, batch=4, length=12, seed=8)
+    clf.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    clf.fit(x, np.array([0, 1, 1, 0]), epochs=2, verbose=0)
+    want = _numpy(clf.predict_on_batch(x))
+    folder, out = tmp_path / "run", tmp_path / "serving"
+    bk.save_checkpoint(clf, folder, vocab_path=os.path.join(minilm_dir, "vocab.txt"), lower_case=True,
+                       metadata={"task": "classification", "labels": ["neg", "pos"]})
+    env = {**os.environ, "KERAS_BACKEND": BACKEND}
+    proc = subprocess.run([sys.executable, "-m", "bert_keras", "export", "--model-dir", str(folder), "--out",
+                           str(out)], capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    served = tf.saved_model.load(str(out)).signatures["serve_ids"]
+    got = served(**{k: tf.constant(v) for k, v in x.items()})
+    logits = [v.numpy() for k, v in got.items() if k == "logits"][0]
+    np.testing.assert_allclose(logits, want, atol=2e-5, rtol=0)
+
+    backend = "jax" if BACKEND == "tensorflow" else BACKEND
+    code = ("import sys, bert_keras as bk\nfrom bert_keras.errors import BertKerasError\n"
+            "try:\n    bk.export_saved_model(sys.argv[1], sys.argv[2])\n"
+            "except BertKerasError as e:\n    print(e)\n")
+    proc = subprocess.run([sys.executable, "-c", code, str(folder), str(tmp_path / "again")], capture_output=True,
+                          text=True, env={**os.environ, "KERAS_BACKEND": backend}, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == (
+        f"export_saved_model traces the model with TensorFlow, and Keras runs on {backend} in this process: save "
+        "the model with bk.save_checkpoint and run `bert-keras export --model-dir DIR --out OUT` (it runs on "
+        "TensorFlow whatever KERAS_BACKEND says), or call it with KERAS_BACKEND=tensorflow")

@@ -38,7 +38,8 @@ import tensorflow as tf
 
 from bert_keras import _private_api
 from bert_keras.export import heads
-from bert_keras.export.spec import SPEC_FILE, check_out_dir, may_replace_export, resolve, write_spec
+from bert_keras.export.spec import (SPEC_FILE, check_out_dir, may_replace_export, require_tensorflow_backend,
+                                    resolve, write_spec)
 from bert_keras.models.copies import with_options
 from bert_keras.utils import atomic_folder
 
@@ -149,6 +150,7 @@ def export_saved_model(model_dir_or_model, out_dir, max_seq_len=None, pair=None,
     Returns:
       out_dir.
     """
+    require_tensorflow_backend("export_saved_model")
     from bert_keras.text.tokenizer import BertTokenizer
 
     model, spec = resolve(model_dir_or_model, max_seq_len=max_seq_len, pair=pair, vocab_path=vocab_path,

@@ -108,6 +108,19 @@ def load_for_export(model_dir):
     return model, metadata, raw
 
 
+def require_tensorflow_backend(what):
+    """A one-line error unless Keras runs on TensorFlow here: the exports trace the model
+    into TensorFlow graphs."""
+    import keras
+
+    backend = keras.backend.backend()
+    if backend != "tensorflow":
+        raise BertKerasError(
+            f"{what} traces the model with TensorFlow, and Keras runs on {backend} in this process: save the "
+            "model with bk.save_checkpoint and run `bert-keras export --model-dir DIR --out OUT` (it runs on "
+            "TensorFlow whatever KERAS_BACKEND says), or call it with KERAS_BACKEND=tensorflow")
+
+
 def resolve(model_dir_or_model, max_seq_len=None, pair=None, vocab_path=None, lower_case=None, labels=None):
     """(keras model, ExportSpec) for a model folder or an in-memory task model.
 

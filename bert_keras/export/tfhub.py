@@ -192,7 +192,9 @@ def export_tfhub(model_dir, out_dir, seq_length: int = 128, lower_case=None) -> 
     Returns:
       {"preprocessor": path, "encoder": path}.
     """
-    from bert_keras.export.spec import check_not_model_folder
+    from bert_keras.export.spec import check_not_model_folder, require_tensorflow_backend
+
+    require_tensorflow_backend("export_tfhub")
     from bert_keras.utils import atomic_folder
 
     check_not_model_folder(out_dir, model_dir)

@@ -48,7 +48,8 @@ import tensorflow as tf
 from bert_keras.errors import BertKerasError
 from bert_keras.export import heads
 from bert_keras.export.residual_scaling import residual_scaling, scales_from_maxima, stream_maxima
-from bert_keras.export.spec import check_out_dir, keep_other_variants, may_replace_export, resolve, write_spec
+from bert_keras.export.spec import (check_out_dir, keep_other_variants, may_replace_export,
+                                    require_tensorflow_backend, resolve, write_spec)
 from bert_keras.export.tflite_convert import (CALIBRATED, MIXED_FLOAT_NODES, QUANTIZE, _convert, _converter,
                                               _quantize, assert_builtin_only, attention_masking,
                                               builtin_only, op_names)
@@ -161,6 +162,7 @@ def export_tflite(model_dir, out_dir, quantize="none", max_seq_len=None, calibra
     Returns:
       {"ids": path or None, "text": path or None, "spec": json path, "quantize": ...}.
     """
+    require_tensorflow_backend("export_tflite")
     if quantize not in QUANTIZE:
         raise BertKerasError(f"quantize={quantize!r}; choose one of {', '.join(QUANTIZE)}")
     if quantize in CALIBRATED and not calibration_texts:
