@@ -267,10 +267,8 @@ def load_runners(group, names, work, info):
         out = {"keras-hub-fp32": run}
     elif group in ("ours", "ours-bf16"):
         from bert_keras.checkpoints import load_checkpoint
-        from bert_keras.layers import unpadded
 
-        unpadded.ENABLED = True  # the opt-in real-tokens-only inference path
-
+        # the classifier's default: inference on the real tokens only
         model = load_checkpoint(info["model_dir"], task="classification",
                                 dtype="mixed_bfloat16" if group == "ours-bf16" else None)
         compiled = compiled_call(model)

@@ -110,7 +110,6 @@ def main(argv=None):
                               runners=["ours-compiled"], tflite_seq_len=None, tflite_buckets="none")
     info = bench_inference.prepare(prep)
     from bert_keras.checkpoints import load_checkpoint
-    from bert_keras.layers import unpadded
     from bert_keras.models import inference_function
     from bert_keras.utils import write_json
 
@@ -118,9 +117,8 @@ def main(argv=None):
     feeds = batches(data["token_ids"], data["padding_mask"], args.batch_size, args.calls)
     model = load_checkpoint(info["model_dir"], task="classification",
                             dtype=None if args.dtype == "float32" else args.dtype)
-    with unpadded.enabled():
-        fn = inference_function(model)
-        fn.get_concrete_function()  # traced here, with the real-tokens-only path on
+    fn = inference_function(model)  # the classifier's default: the real tokens only
+    fn.get_concrete_function()
     runs = {"inference_function": fn}
     if args.xla_multiple:
         @tf.function(jit_compile=True, autograph=False)

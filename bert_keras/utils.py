@@ -1,5 +1,5 @@
 """Small utilities shared across the package: JSON in with one-line errors, atomic writes,
-`temporarily` (a module switch set for the length of a block).
+`import_tensorflow` (TensorFlow or a one-line error saying what needs it).
 
 Every artefact the project writes goes through `atomic_write` (one file) or
 `atomic_folder` (a folder of files): it is written to a temporary sibling,
@@ -36,17 +36,6 @@ def import_tensorflow(purpose):
                              "pip install 'tensorflow>=2.20,<2.22', or use the bert_keras or "
                              "huggingface checkpoint layout") from None
     return tf
-
-
-@contextlib.contextmanager
-def temporarily(obj, name, value):
-    """Within the block, ``obj.name`` is ``value`` (the previous value is restored on exit)."""
-    previous = getattr(obj, name)
-    setattr(obj, name, value)
-    try:
-        yield
-    finally:
-        setattr(obj, name, previous)
 
 
 def read_json(path, error=BertKerasError):

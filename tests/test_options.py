@@ -1,0 +1,123 @@
+"""Execution choices are options of a model, read from the model while a call is traced: no
+module or class switch, thread-safe, and the exporters never change the caller's model."""
+
+import ast
+import os
+import threading
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+import bert_keras as bk
+from bert_keras.layers import BertSelfAttention, LayerNorm, fused, unpadded
+from tests.conftest import random_batch
+
+PACKAGE = os.path.dirname(bk.__file__)
+TINY = bk.BertConfig.preset("tiny", vocab_size=200, max_position_embeddings=64)
+
+
+def _sources(*folders):
+    for folder in folders:
+        for name in sorted(os.listdir(os.path.join(PACKAGE, folder))):
+            if name.endswith(".py"):
+                path = os.path.join(PACKAGE, folder, name)
+                with open(path, encoding="utf-8") as f:
+                    yield f"{folder}/{name}", ast.parse(f.read())
+
+
+def test_no_module_or_class_switch_in_the_model_code():
+    """Module-level names of layers/ and models/ are constants (tuples, strings, numbers) or
+    caches of compiled functions; no `global` statement; no class attribute of a layer that a
+    caller could flip (the masking, the LayerNorm stream scales and the fast-path choices are
+    constructor options)."""
+    constant = (ast.Constant, ast.Tuple, ast.UnaryOp, ast.List)
+    caches = {"_CACHE", "_FUNCTIONS", "_ACTIVATIONS"}  # compiled kernels, inference functions, a name table
+    found = []
+    for name, tree in _sources("layers", "models"):
+        for node in tree.body:
+            if isinstance(node, ast.Assign):
+                targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
+                if not isinstance(node.value, constant) and not set(targets) <= caches:
+                    found.append(f"{name}: module-level {targets}")
+            if isinstance(node, ast.ClassDef):
+                found += [f"{name}: {node.name}.{t.id}" for stmt in node.body if isinstance(stmt, ast.Assign)
+                          for t in stmt.targets if isinstance(t, ast.Name) and not t.id.startswith("_")]
+        found += [f"{name}: global {n.names}" for n in ast.walk(tree) if isinstance(n, ast.Global)]
+    assert found == []
+    for gone in ("ENABLED", "ACTIVE", "disabled", "enabled", "use_fused_training"):
+        assert not hasattr(fused, gone) and not hasattr(unpadded, gone), gone
+    assert "masking" not in vars(BertSelfAttention) and "stream_scales" not in vars(LayerNorm)
+
+
+def _xla_calls(graph):
+    """Names of the XLA-compiled functions a graph calls (the fused kernels)."""
+    calls = []
+    for op in graph.get_operations():
+        try:
+            must_compile = op.get_attr("_XlaMustCompile")
+        except ValueError:
+            continue
+        if must_compile:
+            calls.append(op.name)
+    return calls
+
+
+def _trace_training_step(model, batch):
+    specs = {k: tf.TensorSpec([None, None], tf.int32) for k in batch}
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as tape:
+            out = model(x, training=True)
+            loss = tf.reduce_mean(tf.cast(out["pooled_output"], tf.float32))
+        return tape.gradient(loss, model.trainable_variables)
+
+    return step.get_concrete_function(specs).graph
+
+
+def test_two_models_traced_at_once_in_two_threads_keep_their_own_choice():
+    keras.utils.set_random_seed(0)
+    models = {kernels: bk.BertEncoder(TINY, dtype="mixed_bfloat16", kernels=kernels)
+              for kernels in ("auto", "plain")}
+    batch = random_batch(200, batch=2, length=8)
+    for model in models.values():
+        model(batch)
+    graphs, errors = {}, []
+
+    def trace(kernels):
+        try:
+            for _ in range(3):
+                graphs.setdefault(kernels, []).append(_trace_training_step(models[kernels], batch))
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=trace, args=(k,)) for k in models]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    # the fused bf16 training graph calls XLA kernels in every block; the plain one none
+    assert all(len(_xla_calls(g)) >= 2 * TINY.num_layers for g in graphs["auto"])
+    assert all(_xla_calls(g) == [] for g in graphs["plain"])
+
+
+def test_exports_trace_a_copy_and_leave_the_callers_model_as_it_was():
+    from bert_keras.models.copies import with_options
+
+    keras.utils.set_random_seed(0)
+    clf = bk.BertClassifier(bk.BertEncoder(TINY), 2)
+    batch = random_batch(200, batch=3, length=10, seed=1)
+    want = np.asarray(clf(batch, training=False))
+    config, weights = clf.get_config(), [np.array(w) for w in clf.get_weights()]
+    select = with_options(clf, masking="select", real_tokens_only=False)
+    assert select is not clf and not select.real_tokens_only and not select.encoder.real_tokens_only
+    assert {block.attention.masking for block in select.encoder.transformer_layers} == {"select"}
+    np.testing.assert_allclose(np.asarray(select(batch, training=False)), want, atol=1e-6)  # measured 1e-7
+    select.encoder.transformer_layers[0].attention.qkv.kernel.assign(
+        np.zeros_like(weights[0], shape=select.encoder.transformer_layers[0].attention.qkv.kernel.shape))
+    assert clf.get_config() == config
+    for a, b in zip(clf.get_weights(), weights):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(np.asarray(clf(batch, training=False)), want)
