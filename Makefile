@@ -12,11 +12,18 @@ PYTEST_ARGS ?= -q
 .PHONY: install install-tf221 demo test test-tf221 test-jax test-torch check-library-only clean
 
 # TensorFlow 2.20 with every reference, Google's tf-models-official included.
-$(BIN)/bert-keras: pyproject.toml
+$(VENV)/installed: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 	$(BIN)/pip install -e ".[test,tf-models]" "tensorflow==2.20.*"
-	touch $@ $(VENV)/installed
+	touch $@
+
+# What `bert-keras demo` needs: the library and TensorFlow 2.20, none of the test references.
+$(VENV)/demo-installed: pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --upgrade pip
+	$(BIN)/pip install -e . "tensorflow==2.20.*"
+	touch $@
 
 $(BIN_TF221)/bert-keras: pyproject.toml
 	$(PY) -m venv $(VENV_TF221)
@@ -24,11 +31,11 @@ $(BIN_TF221)/bert-keras: pyproject.toml
 	$(BIN_TF221)/pip install -e ".[test]" "tensorflow==2.21.*" "tensorflow-text==2.21.*"
 	touch $@
 
-install: $(BIN)/bert-keras
+install: $(VENV)/installed
 
 install-tf221: $(BIN_TF221)/bert-keras
 
-demo: install
+demo: $(VENV)/demo-installed
 	$(BIN)/bert-keras demo
 
 # Leg 1: TensorFlow 2.20, the whole suite.

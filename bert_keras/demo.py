@@ -138,9 +138,13 @@ def print_summary(summary):
         ("checkpoint", summary["checkpoint"]),
         ("training curve", summary["training_curve"]),
     ]
-    for key in ("saved_model_mb", "tflite_mb", "tflite_fp16_mb", "saved_model_latency_ms", "tflite_latency_ms"):
+    for key, label in (("saved_model_mb", "SavedModel MB"), ("tflite_mb", "model.tflite MB"),
+                       ("tflite_fp16_mb", "model_float16.tflite MB"),
+                       ("saved_model_latency_ms", "one sentence, SavedModel text in, ms"),
+                       ("tflite_latency_ms", "one sentence, model.tflite ids in (length bucket), ms"),
+                       ("tflite_text_latency_ms", "one sentence, model_text.tflite text in (max length), ms")):
         if key in summary:
-            rows.append((key.replace("_", " "), f"{summary[key]:.2f}"))
+            rows.append((label, f"{summary[key]:.2f}"))
     rows.append(("total time", f"{summary['total_seconds']:.0f} s"))
     width = max(len(k) for k, _ in rows)
     print("\n" + "=" * (width + 40))

@@ -239,3 +239,36 @@ def test_weights_trained_here_export_through_tensorflow_to_the_same_logits(tmp_p
         f"export_saved_model traces the model with TensorFlow, and Keras runs on {backend} in this process: save "
         "the model with bk.save_checkpoint and run `bert-keras export --model-dir DIR --out OUT` (it runs on "
         "TensorFlow whatever KERAS_BACKEND says), or call it with KERAS_BACKEND=tensorflow")
+
+
+def test_cli_finetune_evaluate_and_predict_run_on_this_backend(tmp_path, minilm_dir):
+    import csv
+    import json
+
+    keras.utils.set_random_seed(0)
+    enc = bk.BertEncoder(bk.BertConfig.preset("tiny", vocab_size=30522, max_position_embeddings=128))
+    bk.save_checkpoint(enc, tmp_path / "init", vocab_path=os.path.join(minilm_dir, "vocab.txt"), lower_case=True)
+    rng = np.random.default_rng(0)
+    for name, n in (("train", 48), ("dev", 16)):
+        with open(tmp_path / f"{name}.csv", "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(["text", "label"])
+            for label in rng.integers(0, 2, n):
+                writer.writerow([f"the film was {'great' if label else 'awful'} indeed", "pos" if label else "neg"])
+    env = {**os.environ, "KERAS_BACKEND": BACKEND}
+
+    def cli(*args):
+        proc = subprocess.run([sys.executable, "-m", "bert_keras", *map(str, args)], capture_output=True, text=True,
+                              env=env, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return proc.stdout
+
+    cli("finetune", "--task", "classification", "--init", tmp_path / "init", "--train", tmp_path / "train.csv",
+        "--eval", tmp_path / "dev.csv", "--model-dir", tmp_path / "run", "--epochs", 1, "--batch-size", 8)
+    scores = json.loads(cli("evaluate", "--model-dir", tmp_path / "run" / "best", "--eval", tmp_path / "dev.csv"))
+    assert 0.0 <= scores["accuracy"] <= 100.0
+    lines = [json.loads(line) for line in cli("predict", "--model", tmp_path / "run" / "best", "a great film",
+                                              "an awful film").splitlines()]
+    assert [line["text"] for line in lines] == ["a great film", "an awful film"]
+    assert all(line["label"] in ("neg", "pos") and abs(sum(line["probabilities"].values()) - 1) < 1e-5
+               for line in lines)

@@ -64,11 +64,18 @@ def make_serving_functions(model, spec, tokenizer):
     `tokenizer` is a `BertTokenizer`; for an export that must hold core ops
     only, one with ``wordpiece="core"`` (what `export_saved_model` passes).
 
-    Returns (serve_text, serve_ids); serve_text takes (text) or (text, text_b).
+    Returns (serve_text, serve_ids); serve_text takes (text) or (text, text_b).  Called eagerly
+    in a JAX or PyTorch process (the folder predictor), the model runs on that backend between
+    the TensorFlow tokenizer and the TensorFlow heads.
     """
+    import keras
 
     def run(feats):
-        return model({k: feats[k] for k in ("token_ids", "segment_ids", "padding_mask")}, training=False)
+        inputs = {k: feats[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+        if keras.backend.backend() == "tensorflow":
+            return model(inputs, training=False)
+        out = model.predict_on_batch({k: v.numpy() for k, v in inputs.items()})
+        return tf.nest.map_structure(lambda t: tf.constant(keras.ops.convert_to_numpy(t)), out)
 
     def serve_ids(token_ids, segment_ids, padding_mask):
         feats = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": padding_mask}
