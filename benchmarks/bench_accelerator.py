@@ -1,7 +1,7 @@
 """Accelerator benchmark without TensorFlow: parity, pre-training step and inference vs peers.
 
     KERAS_BACKEND=jax python benchmarks/bench_accelerator.py                 # on a GPU: BERT-base
-    python benchmarks/bench_accelerator.py --preset tiny --steps 3           # CPU smoke run (~1-2 min)
+    python benchmarks/bench_accelerator.py --preset tiny --steps 3           # CPU smoke run (~2 min on 2 cores)
     python benchmarks/bench_accelerator.py --runners bert_keras,hf_compile --configs 128:256 --json out.jsonl
 
 Needs JAX (with CUDA on a GPU machine), keras, torch and transformers; keras-hub is optional.
@@ -196,20 +196,12 @@ def _clear_keras():
 
 # =========================================================================== machine and peak
 def cpu_info():
-    model, flags = None, None
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:  # the first processor's entries
-                key, _, value = line.partition(":")
-                if key.strip() == "model name" and model is None:
-                    model = value.strip()
-                elif key.strip() == "flags" and flags is None:
-                    flags = set(value.split())
-    except OSError:
-        pass
-    model, flags = model or platform.processor() or platform.machine(), flags or set()
-    return {"cpu": model, "cpu_count": os.cpu_count(),
-            "cpu_flags": {f: f in flags for f in ("amx_bf16", "avx512_bf16", "avx512_vnni")}}
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import machine
+
+    info = machine.cpu()
+    return {"cpu": info["model"] or platform.processor() or platform.machine(), "cpu_count": info["cores"],
+            "cpu_flags": info["flags"]}
 
 
 def _version(name):

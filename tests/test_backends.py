@@ -272,3 +272,28 @@ def test_cli_finetune_evaluate_and_predict_run_on_this_backend(tmp_path, minilm_
     assert [line["text"] for line in lines] == ["a great film", "an awful film"]
     assert all(line["label"] in ("neg", "pos") and abs(sum(line["probabilities"].values()) - 1) < 1e-5
                for line in lines)
+
+
+def test_cli_pretrain_runs_on_tensorflow_and_its_first_line_says_so(tmp_path, minilm_dir):
+    """The two-phase runner is tf.distribute's: from a JAX or torch shell `bert-keras pretrain`
+    runs on TensorFlow, its first line names the backend and devices, and the checkpoint it
+    writes loads on this backend."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join("\n".join(f"the film number {d} was {w} and long ." for w in
+                                            ("great", "awful", "quiet", "loud", "slow", "fast"))
+                                  for d in range(6)) + "\n", encoding="utf-8")
+    env = {**os.environ, "KERAS_BACKEND": BACKEND, "CUDA_VISIBLE_DEVICES": ""}
+    proc = subprocess.run(
+        [sys.executable, "-m", "bert_keras", "pretrain", "--preset", "tiny", "--vocab",
+         os.path.join(minilm_dir, "vocab.txt"), "--train-files", str(corpus), "--model-dir", str(tmp_path / "run"),
+         "--phase1-steps", "3", "--phase2-steps", "0", "--phase1-seq-len", "32", "--phase1-max-predictions", "5",
+         "--batch-size", "4", "--strategy", "cpu", "--no-progress"],
+        capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    first = proc.stdout.splitlines()[0]
+    assert first.startswith("backend: tensorflow, ") and "1 replica(s) on " in first, first
+    pre = bk.load_checkpoint(tmp_path / "run" / "final", task="pretraining")
+    x, _ = _pretraining_batch(seed=5)
+    x["token_ids"] = np.minimum(x["token_ids"], 30521)
+    out = pre(x, training=False)
+    assert np.isfinite(_numpy(out["mlm_logits"])).all()

@@ -161,10 +161,11 @@ def main(argv=None) -> int:
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     # Level 3 also hides the C++ "failed call to cuInit" line on machines without a GPU.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if debug else "3")
-    # Exports trace the model with TensorFlow and read a checkpoint folder: the command runs on
-    # TensorFlow's Keras backend whatever KERAS_BACKEND says (a JAX or PyTorch user's shell).
+    # Exports trace the model with TensorFlow, and the pre-training runner is tf.distribute's; both
+    # read and write checkpoint folders, so they run on TensorFlow's Keras backend whatever
+    # KERAS_BACKEND says (a JAX or PyTorch user's shell).
     words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
-    if words[:1] == ["export"] and "keras" not in sys.modules:
+    if words[:1] in (["export"], ["pretrain"]) and "keras" not in sys.modules:
         os.environ["KERAS_BACKEND"] = "tensorflow"
     if not debug:
         _quiet_python_logs()

@@ -177,7 +177,15 @@ def pretrain(cfg: PretrainConfig, strategy: tf.distribute.Strategy | None = None
       BertKerasError: bad configuration or data, or options changed on resume;
         `NonFiniteLossError` when the loss stops being finite.
     """
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        raise BertKerasError(
+            f"the pre-training runner uses tf.distribute and Keras runs on {keras.backend.backend()} in this "
+            "process: run `bert-keras pretrain` (it runs on TensorFlow whatever KERAS_BACKEND says), or train "
+            "BertPretrainer with compile() + fit() on this backend")
     run = _Run(cfg, strategy)
+    run.say(run.describe_devices())
     run.resolve_model()
     run.record_options()
     run.build_state()
@@ -216,6 +224,15 @@ class _Run:
     def say(self, line):
         if self.chief:
             print(line)
+
+    def describe_devices(self):
+        """The run's first line: which backend and devices train."""
+        try:
+            devices = ", ".join(self.strategy.extended.worker_devices)
+        except RuntimeError:  # the default strategy: this process's default device
+            devices = "the CPU" if not tf.config.list_logical_devices("GPU") else "the first GPU"
+        name = "default strategy" if self.strategy is tf.distribute.get_strategy() else type(self.strategy).__name__
+        return f"backend: tensorflow, {name}, {self.strategy.num_replicas_in_sync} replica(s) on {devices}"
 
     # ------------------------------------------------------------------ steps
     def resolve_model(self):
