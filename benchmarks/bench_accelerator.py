@@ -74,10 +74,12 @@ import traceback
 os.environ.setdefault("KERAS_BACKEND", "jax")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-VOCAB = 30522
+# The presets, batch and FLOPs count are the CPU pre-training benchmark's (its module imports
+# no framework at its top).
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_pretrain import PRESETS, VOCAB, batch_arrays, model_flops_per_sequence, predictions  # noqa: E402,F401
+
 MAX_POSITIONS = 512
-PRESETS = {"tiny": (2, 128, 2), "mini": (4, 256, 4), "small": (4, 512, 8), "medium": (8, 512, 8),
-           "base": (12, 768, 12), "large": (24, 1024, 16)}  # as bert_keras.config.PRESETS
 DEFAULT_CONFIGS = {"tiny": "128:8,512:2"}  # every other preset: the BERT-base batches below
 GPU_CONFIGS = "128:256,512:64"
 PRETRAIN_RUNNERS = ("bert_keras", "hf_eager", "hf_compile", "keras_hub")
@@ -85,37 +87,7 @@ RUNNERS = ("parity",) + PRETRAIN_RUNNERS + ("inference",)
 MARK = "@bench_accelerator "  # prefix of a child's result lines on its stdout
 
 
-# =========================================================================== batches, FLOPs, timing
-def predictions(seq_len):
-    return max(1, round(0.15 * seq_len))
-
-
-def model_flops_per_sequence(preset, seq_len, vocab=VOCAB):
-    """Training FLOPs of one sequence (forward + backward); see the module docstring."""
-    layers, h, _ = PRESETS[preset]
-    p = predictions(seq_len)
-    return (6 * layers * seq_len * 12 * h * h + 12 * layers * seq_len * seq_len * h
-            + 6 * p * (h * h + h * vocab) + 12 * h * h)
-
-
-def batch_arrays(seq_len, batch, vocab=VOCAB, seed=0):
-    """One random pre-training batch (numpy): every token real, round(0.15 L) masked positions."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    p = predictions(seq_len)
-    token_ids = rng.integers(5, vocab, (batch, seq_len)).astype(np.int32)
-    token_ids[:, 0], token_ids[:, seq_len // 2], token_ids[:, -1] = 2, 3, 3  # [CLS] A [SEP] B [SEP]
-    segment_ids = (np.arange(seq_len)[None] > seq_len // 2).repeat(batch, 0).astype(np.int32)
-    positions = np.sort(np.stack([rng.choice(np.arange(1, seq_len - 1), p, replace=False)
-                                  for _ in range(batch)]), -1).astype(np.int32)
-    return {"token_ids": token_ids, "segment_ids": segment_ids,
-            "padding_mask": np.ones((batch, seq_len), np.int32), "masked_positions": positions,
-            "masked_ids": rng.integers(5, vocab, (batch, p)).astype(np.int32),
-            "masked_weights": np.ones((batch, p), np.float32),
-            "next_sentence_label": rng.integers(0, 2, (batch,)).astype(np.int32)}
-
-
+# =========================================================================== timing
 def hf_config(preset, **kwargs):
     import transformers
 

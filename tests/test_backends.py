@@ -297,3 +297,22 @@ def test_cli_pretrain_runs_on_tensorflow_and_its_first_line_says_so(tmp_path, mi
     x["token_ids"] = np.minimum(x["token_ids"], 30521)
     out = pre(x, training=False)
     assert np.isfinite(_numpy(out["mlm_logits"])).all()
+
+
+def test_pretrainer_fits_the_tf_data_pretraining_pipeline(tmp_path, minilm_dir):
+    """The README's pre-training example on this backend: `pretraining_dataset` (tf.data, the
+    in-graph tokenizer and masking) into `BertPretrainer.compile()` + `fit`."""
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join("\n".join(f"the film number {d} was {w} and long ." for w in
+                                            ("great", "awful", "quiet", "loud", "slow", "fast"))
+                                  for d in range(8)) + "\n", encoding="utf-8")
+    keras.utils.set_random_seed(0)
+    pre = bk.BertPretrainer(bk.BertEncoder(bk.BertConfig.preset("tiny", vocab_size=30522,
+                                                                  max_position_embeddings=64)))
+    dataset = bk.pretraining_dataset([str(corpus)], os.path.join(minilm_dir, "vocab.txt"), seq_len=32,
+                                     max_predictions=5, batch_size=8, seed=0)
+    pre.compile(optimizer=keras.optimizers.AdamW(2e-3))
+    history = pre.fit(dataset, steps_per_epoch=10, epochs=3, verbose=0).history
+    # measured 11.0 -> 6.0 (MLM + NSP) on TensorFlow; the masks are drawn afresh every batch
+    assert np.isfinite(history["loss"]).all() and history["loss"][-1] < 0.85 * history["loss"][0], history
+    assert 0.0 <= history["mlm_accuracy"][-1] <= 1.0

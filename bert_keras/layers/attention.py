@@ -60,7 +60,7 @@ class BertSelfAttention(keras.layers.Layer):
     - plain keras.ops: the reference, and every path with dropout on JAX and torch;
     - `keras.ops.dot_product_attention` on JAX and torch where no dropout applies
       (inference, or ``attention_dropout`` 0): cuDNN flash attention on JAX GPUs, PyTorch's
-      SDPA kernels; the same numbers, the bias added to float32 scores;
+      SDPA kernels; in float32 the same numbers within the parity bounds (docs/results.md);
     - on TensorFlow, where `fused.use_fused` allows it in 16-bit training, the Q/K/V split
       and the masked softmax with its dropout are XLA kernels (`fused.qkv_heads`,
       `fused.masked_softmax_dropout`).
@@ -120,7 +120,7 @@ class BertSelfAttention(keras.layers.Layer):
         batch, length = ops.shape(qkv)[0], ops.shape(qkv)[1]
         scale = 1.0 / math.sqrt(self.head_size)
         dropout_active = bool(training) and self.attention_dropout > 0
-        if (keras.backend.backend() != "tensorflow" and not dropout_active and self.masking == "additive"):
+        if keras.backend.backend() != "tensorflow" and not dropout_active and self.masking == "additive":
             # [B, L, N, D] operands: no transposes; the backend picks its fused kernel.
             q, k, v = ops.unstack(ops.reshape(qkv, (batch, length, 3, self.num_heads, self.head_size)), 3, axis=2)
             context = ops.dot_product_attention(q, k, v, bias=ops.cast(attention_bias, q.dtype), scale=scale)

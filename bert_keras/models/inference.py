@@ -17,8 +17,9 @@ def inference_function(model):
 
     On TensorFlow: one graph whose input signature leaves the batch and the sequence length
     open, so it is traced once, not once per new length (a `tf.function` without a signature
-    traces each new shape until it relaxes, and an XLA function compiles each); the encoder
-    inside runs on the real tokens only (`bert_keras.layers.unpadded`).  On JAX and torch:
+    traces each new shape until it relaxes, and an XLA function compiles each); what runs
+    inside is the model's own inference (the per-sequence task models on the real tokens only,
+    their ``real_tokens_only`` default, `bert_keras.layers.unpadded`).  On JAX and torch:
     the backend's compiled predict step (``predict_on_batch``), the length padded up to a
     multiple of `LENGTH_MULTIPLE` and the outputs cut back, so a set of real sentences costs
     at most max_len / 8 compilations; the padding is masked, so the real positions get the
