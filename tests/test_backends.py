@@ -108,8 +108,9 @@ def test_pretrainer_fit_lowers_the_loss(dtype):
     x, y = _pretraining_batch()
     history = model.fit(x, y, batch_size=8, epochs=12, verbose=0).history
     first, last = history["loss"][0], history["loss"][-1]
-    # memorising one batch: measured 6.1 -> about 1.5 in float32 on each backend
-    assert np.isfinite(history["loss"]).all() and last < 0.6 * first, history["loss"]
+    print(f"\n{BACKEND} {dtype}: loss {first:.2f} -> {last:.2f}")
+    # memorising one batch: measured 6.0-6.1 -> 1.9 on each backend, float32 and bf16 alike
+    assert np.isfinite(history["loss"]).all() and last < 0.5 * first, history["loss"]
     assert {"mlm_accuracy", "nsp_accuracy", "mlm_loss", "nsp_loss"} <= set(history)
 
 
@@ -313,6 +314,7 @@ def test_pretrainer_fits_the_tf_data_pretraining_pipeline(tmp_path, minilm_dir):
                                      max_predictions=5, batch_size=8, seed=0)
     pre.compile(optimizer=keras.optimizers.AdamW(2e-3))
     history = pre.fit(dataset, steps_per_epoch=10, epochs=3, verbose=0).history
-    # measured 11.0 -> 6.0 (MLM + NSP) on TensorFlow; the masks are drawn afresh every batch
-    assert np.isfinite(history["loss"]).all() and history["loss"][-1] < 0.85 * history["loss"][0], history
+    print(f"\n{BACKEND}: pre-training loss per epoch {[round(v, 2) for v in history['loss']]}")
+    # measured 9.3 -> 3.4 (MLM + NSP) on each backend; the masks are drawn afresh every batch
+    assert np.isfinite(history["loss"]).all() and history["loss"][-1] < 0.6 * history["loss"][0], history
     assert 0.0 <= history["mlm_accuracy"][-1] <= 1.0
