@@ -73,7 +73,7 @@ def pretrained(workdir):
         "pretraining.ipynb", workdir, preset="tiny", train_files="sample:wiki", heldout_every=10,
         model_dir=str(workdir / "pretrain"), phase1_steps=4, phase2_steps=2, batch_size=4, phase2_batch_size=2,
         warmup_steps=1, mixed_precision="none", steps_per_call=2, log_every=2, checkpoint_every=100,
-        eval_batches=1)
+        eval_batches=1, jax_steps=4, jax_host_devices=2)
     return workdir / "pretrain", text
 
 
@@ -115,6 +115,11 @@ def test_pretraining_notebook_runs_both_phases_and_writes_a_loadable_model(pretr
     pre = bk.load_checkpoint(run_dir / "final", task="pretraining")
     assert isinstance(pre, bk.BertPretrainer) and pre.encoder.config.num_layers == 2
     assert "the capital of france is [MASK] .  ->  " in text  # the fill-in cell ran on the reloaded model
+    # the JAX section: keras.distribution over two CPU devices, its checkpoint read here on TensorFlow
+    assert "backend: jax, 2 device(s): cpu:0, cpu:1" in text and "JAX: 4 steps, loss " in text
+    assert f"{run_dir / 'jax_final'}: loaded on tensorflow, " in text
+    jax_pre = bk.load_checkpoint(run_dir / "jax_final", task="pretraining")
+    assert [w.shape for w in jax_pre.weights] == [w.shape for w in pre.weights]
 
 
 def test_finetuning_notebook_classification_and_squad(finetuned):
