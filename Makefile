@@ -43,9 +43,11 @@ test: install
 	$(BIN)/python -m pytest $(PYTEST_ARGS) tests
 
 # Leg 2: TensorFlow 2.21; the tests that need tf-models-official (the `needs_tf_models` list in
-# tests/conftest.py) cannot run there, and the slow real-data tests ran in leg 1.
+# tests/conftest.py) cannot run there, and the slow real-data tests and the model-level backend
+# suite ran in leg 1 (and in the jax and torch legs).
 test-tf221: install-tf221
-	$(BIN_TF221)/python -m pytest $(PYTEST_ARGS) -m "not needs_tf_models and not slow" tests
+	$(BIN_TF221)/python -m pytest $(PYTEST_ARGS) -m "not needs_tf_models and not slow" \
+		--ignore=tests/test_backends.py tests
 
 # The model-level suite (tests/test_backends.py: parity on real weights, fit in float32 and
 # bf16, checkpoints, fine-tuning, no TensorFlow on the model path) on the other Keras backends;
