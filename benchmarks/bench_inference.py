@@ -59,6 +59,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import numpy as np  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import machine  # noqa: E402
 THREADS = 2
 BATCH = 32
 MAX_SEQ_LEN = 128
@@ -495,7 +497,8 @@ def report(args, info, res, labels, load_before):
             "agreement_with_ours_fp32": None if reference is None else float(100 * np.mean(pred == reference)),
         }
     hf = rows.get("hf-fp32", {}).get("examples_per_second")
-    print(f"\nbatch-{BATCH} throughput over {info['examples']} dev snippets (median of {args.rounds}), "
+    print(f"\n{machine.describe()}")
+    print(f"batch-{BATCH} throughput over {info['examples']} dev snippets (median of {args.rounds}), "
           f"batch-1 latency over {args.single} snippets x {args.rounds}")
     print(f"{'runner':<24}{'ex/s':>8}{'vs HF fp32':>11}{'p50 ms':>8}{'p99 ms':>8}{'RSS MB':>8}{'acc %':>7}"
           f"{'cold s':>8}")
@@ -514,7 +517,7 @@ def report(args, info, res, labels, load_before):
         "dev_tokens_max": info["dev_tokens_max"],
         "load_before": load_before, "load_after": uptime(),
         "machine": {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-                    "cpu_model": _cpu_model()},
+                    "cpu_model": machine.cpu()["model"], "cpu_flags": machine.cpu()["flags"]},
         "runners": rows,
     }
     if args.json:
@@ -522,14 +525,6 @@ def report(args, info, res, labels, load_before):
 
         write_json(args.json, result)
         print(f"wrote {args.json}")
-
-
-def _cpu_model():
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            return next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), "")
-    except OSError:
-        return ""
 
 
 def _prepare_main(args):
