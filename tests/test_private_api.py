@@ -88,6 +88,24 @@ def test_onednn_enabled_reports_the_x86_build():
     assert private.onednn_enabled() is expected
 
 
+def test_in_xla_compile_is_true_only_while_tracing_into_an_xla_function():
+    import tensorflow as tf
+
+    seen = {}
+
+    def record(name):
+        seen[name] = private.in_xla_compile()
+        return tf.constant(0.0)
+
+    tf.function(lambda: record("xla"), jit_compile=True)()
+    tf.function(lambda: record("graph"))()
+    # a plain function called from an XLA one is compiled with it
+    inner = tf.function(lambda: record("nested"))
+    tf.function(lambda: inner(), jit_compile=True)()
+    record("eager")
+    assert seen == {"xla": True, "graph": False, "nested": True, "eager": False}
+
+
 def _calibrated(converter):
     """The converter's calibrate-only output (ranges recorded), with the flag reset afterwards."""
     private.set_calibrate_only(converter)
