@@ -13,7 +13,7 @@ Why each is needed (there is no public equivalent in these versions):
 | function | private API | used by |
 | --- | --- | --- |
 | `onednn_enabled` | `tensorflow.python.util._pywrap_util_port.IsMklEnabled` | layers/fused.py (bfloat16 softmax kernel choice) |
-| `in_xla_compile` | `tensorflow.python.ops.control_flow_util.GraphOrParentsInXlaContext` | layers/fused.py (no XLA kernel nested in an XLA compile) |
+| `in_xla_compile` | `tensorflow.python.ops.control_flow_util.GraphOrParentsInXlaContext` | layers/fused.py (no XLA kernel nested in an XLA compile), layers/unpadded.py (no packing inside one) |
 | `set_calibrate_only` | `TFLiteConverter._experimental_calibrate_only` | export/tflite_convert.py ("int8_mixed") |
 | `mlir_quantize` | `tensorflow.lite.python.convert.mlir_quantize` | export/tflite_convert.py ("int8_mixed") |
 | `ops_details` | `Interpreter._get_ops_details` | export/tflite_convert.py (op names, op outputs) |
