@@ -1,5 +1,5 @@
 """Small utilities shared across the package: JSON in with one-line errors, atomic writes,
-`import_tensorflow` (TensorFlow or a one-line error saying what needs it).
+one writer per output, `import_tensorflow` (TensorFlow or a one-line error saying what needs it).
 
 Every artefact the project writes goes through `atomic_write` (one file) or
 `atomic_folder` (a folder of files): it is written to a temporary sibling,
@@ -7,6 +7,12 @@ flushed to disk, and renamed into place, so a reader (or TF Serving polling a
 version folder) sees either the previous version or the complete new one, and
 an interrupted write leaves the previous version untouched.  Files get the
 usual permissions (0666 less the umask), not `mkstemp`'s private 0600.
+
+Every command that writes a file or folder holds `single_writer` on it for its
+whole run: an exclusive lock on a lock file beside it, so a second writer is
+refused in one line naming the first one's pid, and temporaries that a killed
+writer left beside it are removed.  A full disk is a one-line error naming the
+path, what it needed and what was free (`DiskFullError`).
 """
 
 from __future__ import annotations
@@ -14,10 +20,16 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import errno
+import functools
+import inspect
 import json
 import os
 import shutil
+import sys
 import tempfile
+import threading
+import time
 
 from bert_keras.errors import BertKerasError
 
@@ -47,6 +59,187 @@ def read_json(path, error=BertKerasError):
         raise error(f"file not found: {path}") from None
     except json.JSONDecodeError as e:
         raise error(f"{path}: invalid JSON at line {e.lineno}: {e.msg}") from None
+
+
+# ------------------------------------------------------------------ one writer per output
+# Lock files held by this process: real path of the output -> [open file, depth].  A writer
+# may nest (an export's folder is also locked by the `atomic_folder` inside it).
+_HELD = {}
+_HELD_GUARD = threading.Lock()
+# What our writers leave beside an output when they are killed: `atomic_folder`'s and
+# `atomic_write`'s temporaries, and a folder `replace_folder` had moved aside.
+_TEMPORARY_SIBLINGS = (".tmp-", ".old-")
+
+
+def lock_file_of(path) -> str:
+    """The lock file `single_writer` holds for ``path``: ``.NAME.lock`` beside it."""
+    path = os.path.abspath(os.fspath(path)).rstrip(os.sep) or os.sep
+    return os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".lock")
+
+
+def _holder(lock_path) -> str:
+    """Who holds ``lock_path``, as its lock file says ("pid 123, `bert-keras export ...`, since 12:00:01")."""
+    try:
+        with open(lock_path, encoding="utf-8", errors="replace") as f:
+            info = json.loads(f.read() or "{}")
+    except (OSError, ValueError):
+        info = {}
+    if not isinstance(info, dict) or "pid" not in info:
+        return "another process"
+    since = time.strftime("%H:%M:%S", time.localtime(info["since"])) if "since" in info else "?"
+    return f"pid {info['pid']}, `{info.get('command', '?')}`, since {since}"
+
+
+def _remove_stale_temporaries(path) -> list:
+    """Removes the temporaries a killed writer of ``path`` left beside it; returns their names.
+
+    Only called while holding ``path``'s lock: no live writer of ours is using them.
+    """
+    folder, name = os.path.split(os.path.abspath(os.fspath(path)))
+    removed = []
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return removed
+    for entry in entries:
+        if not any(entry.startswith("." + name + marker) for marker in _TEMPORARY_SIBLINGS):
+            continue
+        stale = os.path.join(folder, entry)
+        if os.path.isdir(stale) and not os.path.islink(stale):
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.remove(stale)
+        removed.append(entry)
+    return removed
+
+
+@contextlib.contextmanager
+def single_writer(path):
+    """Hold the exclusive right to write ``path`` (a file or folder) while the block runs.
+
+    An exclusive `fcntl.flock` on ``.NAME.lock`` beside ``path`` (the lock file records
+    the holder's pid and command line), held by one process at a time: a second writer,
+    here or in another process, gets a one-line `BertKerasError` naming the holder.
+    The lock is released when the block ends or the process dies (the kernel drops
+    it, even on kill -9); the lock file is removed on release.  Once the lock is held,
+    temporaries a killed writer of ``path`` left beside it are removed.  Nested use on
+    the same path in one process is allowed.  URLs (``gs://``) are not locked.
+    """
+    path = os.fspath(path)
+    if "://" in path:
+        yield
+        return
+    import fcntl
+
+    key = os.path.realpath(path)
+    with _HELD_GUARD:
+        held = _HELD.get(key)
+        if held is not None:
+            held[1] += 1
+    if held is not None:
+        try:
+            yield
+        finally:
+            with _HELD_GUARD:
+                held[1] -= 1
+        return
+    lock_path = lock_file_of(path)
+    os.makedirs(os.path.dirname(lock_path), exist_ok=True)
+    while True:
+        f = open(lock_path, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.close()
+            raise BertKerasError(f"{path}: another bert-keras writer is writing it ({_holder(lock_path)}); "
+                                 "wait for it to finish or choose another output") from None
+        # the previous holder removes the file before unlocking: ours must still be the one there
+        try:
+            same = os.path.samestat(os.fstat(f.fileno()), os.stat(lock_path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        f.close()
+    f.seek(0)
+    f.truncate()
+    f.write(json.dumps({"pid": os.getpid(), "command": " ".join(["bert-keras"] + sys.argv[1:])
+                        if os.path.basename(sys.argv[0] or "").startswith("bert-keras") else " ".join(sys.argv),
+                        "since": int(time.time())}))
+    f.flush()
+    with _HELD_GUARD:
+        _HELD[key] = [f, 1]
+    try:
+        _remove_stale_temporaries(path)
+        yield
+    finally:
+        with _HELD_GUARD:
+            del _HELD[key]
+        with contextlib.suppress(OSError):
+            os.remove(lock_path)
+        f.close()  # closing the last descriptor releases the lock
+
+
+def writes(parameter):
+    """Decorator: the call holds `single_writer` on its argument ``parameter`` (a path) throughout.
+
+    An in-memory model or None passed there is not locked.
+    """
+    def decorate(fn):
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            path = signature.bind(*args, **kwargs).arguments.get(parameter)
+            lock = single_writer(path) if isinstance(path, (str, os.PathLike)) else contextlib.nullcontext()
+            with lock:
+                return fn(*args, **kwargs)
+        return wrapper
+    return decorate
+
+
+# ------------------------------------------------------------------ a full disk
+class DiskFullError(BertKerasError):
+    """Writing an output ran out of space: names the output, what it needed and what was free."""
+
+
+def _is_disk_full(error) -> bool:
+    """True when ``error`` (or what caused it) is a full disk or quota: an OSError or TensorFlow's message."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if "No space left on device" in str(error) or "Disk quota exceeded" in str(error):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def _size_of(path) -> int:
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.path.getsize(os.path.join(folder, name))
+    return total
+
+
+def _disk_full_error(path, written, needs_bytes, error) -> DiskFullError:
+    """The one-line error for a full disk while writing ``path`` (``written`` bytes were on disk)."""
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        free = None
+    mb = lambda n: f"{n / 1e6:,.1f} MB"  # noqa: E731
+    need = max(int(needs_bytes or 0), written)
+    needed = (f"it needs about {mb(need)}" if needs_bytes else f"{mb(written)} were written before the disk filled")
+    return DiskFullError(f"{path}: no space left on its device ({needed}; {mb(free) if free is not None else '?'} "
+                         f"free in {folder}); the previous version, if any, is unchanged")
 
 
 def _umask() -> int:
@@ -96,7 +289,7 @@ def atomic_write(path, write):
         raise BertKerasError(f"{path}: is a folder; expected a file name")
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".")
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".tmp-")
     os.close(fd)
     try:
         write(tmp)
@@ -104,6 +297,10 @@ def atomic_write(path, write):
         _fsync_path(tmp)
         os.replace(tmp, path)
         _fsync_path(folder)
+    except Exception as e:
+        if isinstance(e, DiskFullError) or not _is_disk_full(e):
+            raise
+        raise _disk_full_error(path, _size_of(tmp) if os.path.exists(tmp) else 0, None, e) from e
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -192,7 +389,7 @@ def foreign_entries(folder, names=(), patterns=()) -> list:
 
 
 @contextlib.contextmanager
-def atomic_folder(final, may_replace=None):
+def atomic_folder(final, may_replace=None, needs_bytes=None):
     """Write a folder as a whole: ``with atomic_folder(out) as tmp: <write files into tmp>``.
 
     The body writes into a fresh temporary sibling of ``final``; when it
@@ -206,8 +403,24 @@ def atomic_folder(final, may_replace=None):
         (it is a previous version of this artefact) and raises otherwise.
         Without it, an existing non-empty ``final`` is an error: nothing is
         deleted that this call did not write.
+      needs_bytes: about how much the folder takes, for the message when the
+        disk fills (`DiskFullError`, naming ``final``).
+
+    The call holds `single_writer` on ``final`` throughout.
     """
     final = os.fspath(final)
+    with single_writer(final):
+        with _folder_in_place(final, may_replace) as tmp:
+            try:
+                yield tmp
+            except Exception as e:
+                if isinstance(e, DiskFullError) or not _is_disk_full(e):
+                    raise
+                raise _disk_full_error(final, _size_of(tmp), needs_bytes, e) from e
+
+
+@contextlib.contextmanager
+def _folder_in_place(final, may_replace):
     if os.path.isdir(final):
         real, cwd = os.path.realpath(final), os.path.realpath(os.getcwd())
         if cwd == real or cwd.startswith(real.rstrip(os.sep) + os.sep):
@@ -225,7 +438,12 @@ def atomic_folder(final, may_replace=None):
     os.chmod(tmp, 0o777 & ~_umask())
     try:
         yield tmp
-        replace_folder(tmp, final)
+        try:
+            replace_folder(tmp, final)
+        except OSError as e:
+            if not _is_disk_full(e):
+                raise
+            raise _disk_full_error(final, _size_of(tmp), None, e) from e
     finally:
         if os.path.exists(tmp):
             shutil.rmtree(tmp, ignore_errors=True)

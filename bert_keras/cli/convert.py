@@ -33,6 +33,13 @@ def add_arguments(p):
 
 
 def run(args) -> int:
+    from bert_keras.utils import single_writer
+
+    with single_writer(args.out):  # one writer: the checks below hold until the folder is written
+        return _convert(args)
+
+
+def _convert(args):
     import numpy as np
 
     from bert_keras.checkpoints import checkpoint_task, load_checkpoint, save_checkpoint, task_of

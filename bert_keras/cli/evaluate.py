@@ -8,6 +8,7 @@ examples:
   bert-keras evaluate --model-dir runs/squad/best --eval dev-v1.1.json --output squad_dev.json
 """
 
+import contextlib
 import json
 import sys
 
@@ -27,6 +28,13 @@ def add_arguments(p):
 
 
 def run(args) -> int:
+    from bert_keras.utils import single_writer
+
+    with single_writer(args.output) if args.output else contextlib.nullcontext():
+        return _evaluate(args)
+
+
+def _evaluate(args):
     from bert_keras.checkpoints import open_checkpoint
     from bert_keras.finetuning import evaluate
 

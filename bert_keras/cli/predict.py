@@ -134,6 +134,13 @@ def _by_length(predictor, texts, texts_b, batch_size, progress=None):
 
 
 def run(args) -> int:
+    from bert_keras.utils import single_writer
+
+    with single_writer(args.output) if args.output else contextlib.nullcontext():
+        return _predict(args)
+
+
+def _predict(args):
     from bert_keras.errors import BertKerasError
     from bert_keras.export.predict import load_predictor
     from bert_keras.utils import atomic_write

@@ -43,6 +43,13 @@ def run(args) -> int:
             raise DataError(f"input file not found: {path}")
     if args.size < 10:
         raise BertKerasError(f"--size must be at least 10, got {args.size}")
+    from bert_keras.utils import single_writer
+
+    with single_writer(args.out):
+        return _build(args)
+
+
+def _build(args):
     from bert_keras.text.vocab import RESERVED_TOKENS, build_vocab, count_words, save_vocab
 
     print(f"counting words in {len(args.input)} file(s) ...", file=sys.stderr)

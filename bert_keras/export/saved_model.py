@@ -41,7 +41,7 @@ from bert_keras.export import heads
 from bert_keras.export.spec import (SPEC_FILE, check_out_dir, may_replace_export, require_tensorflow_backend,
                                     resolve, write_spec)
 from bert_keras.models.copies import with_options
-from bert_keras.utils import atomic_folder
+from bert_keras.utils import atomic_folder, writes
 
 # The ids-only copy earlier exports wrote inside the folder (kept so their size excludes it).
 IDS_ONLY = "ids_only"
@@ -132,6 +132,7 @@ def _write_archive(path, model, endpoints, assets=()):
     archive.write_out(path, verbose=False)
 
 
+@writes("out_dir")
 def export_saved_model(model_dir_or_model, out_dir, max_seq_len=None, pair=None, vocab_path=None,
                        lower_case=None, labels=None, ids_only_copy=True) -> str:
     """Exports a task model as a SavedModel with `serving_default` (text) and `serve_ids`.

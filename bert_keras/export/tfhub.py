@@ -45,6 +45,7 @@ import tensorflow as tf
 
 from bert_keras.errors import BertKerasError
 from bert_keras.text.packing import pack_ragged
+from bert_keras.utils import writes
 
 PREPROCESSOR = "preprocessor"
 ENCODER = "encoder"
@@ -177,6 +178,7 @@ def _is_previous_export(folder):
                              f"{ENCODER}/); refusing to replace it")
 
 
+@writes("out_dir")
 def export_tfhub(model_dir, out_dir, seq_length: int = 128, lower_case=None) -> dict:
     """Writes ``out_dir/preprocessor`` and ``out_dir/encoder`` (TF Hub's text APIs).
 

@@ -57,7 +57,7 @@ from bert_keras.export.tflite_runtime import TFLiteModel, file_size_mb, latency_
 from bert_keras.export.tflite_text import CodepointTokenizer, codepoints
 from bert_keras.models.copies import with_options
 from bert_keras.export.tflite_tftext import DenseTextPacker
-from bert_keras.utils import atomic_folder, atomic_write
+from bert_keras.utils import atomic_folder, atomic_write, writes
 
 IDS_FILE = "model.tflite"
 TEXT_FILE = "model_text.tflite"
@@ -116,6 +116,7 @@ def _builtin_convert(conv, what, float_nodes=None):
     return content
 
 
+@writes("out_dir")
 def export_tflite(model_dir, out_dir, quantize="none", max_seq_len=None, calibration_texts=None, pair=None,
                   text_model=True, suffix=None, num_choices=None, ids_model=True, vocab_path=None,
                   lower_case=None, labels=None, max_codepoints=None, max_chars_per_word=200,

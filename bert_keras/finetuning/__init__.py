@@ -35,7 +35,7 @@ from bert_keras.finetuning.batches import (BUCKET_CHUNK, LENGTH_MULTIPLE, cut_to
                                            predict, training_dataset)
 from bert_keras.finetuning.prepare import PreparedTask, classification_metrics, prepare_task  # noqa: F401
 from bert_keras.task_names import FINETUNE_TASKS
-from bert_keras.utils import write_json
+from bert_keras.utils import write_json, writes
 
 TASKS = tuple(FINETUNE_TASKS)
 MODEL_TASK = FINETUNE_TASKS  # fine-tuning task -> load_checkpoint task
@@ -109,6 +109,7 @@ def prepare_model_dir(model_dir, overwrite=False, init=None) -> None:
         shutil.rmtree(best)
 
 
+@writes("model_dir")
 def finetune(task, train_examples, dev_examples, init, model_dir, epochs=3, batch_size=32, learning_rate=5e-5,
              max_seq_len=128, seed=0, weight_decay=0.01, warmup_fraction=0.1, clipnorm=1.0,
              mixed_precision=None, label_map=None, lower_case=None, dropout=None, dev_dataset=None,

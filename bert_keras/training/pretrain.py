@@ -76,6 +76,7 @@ The Keras ``fit`` path (single device or MirroredStrategy), from Python:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -97,7 +98,7 @@ from bert_keras.training.pretrain_config import (MIXED_PRECISION, SCHEDULES, Pha
                                                  learning_rate_schedule, resolve_path, split_heldout)
 from bert_keras.training.pretrain_model import build_pretrainer
 from bert_keras.text.vocab import load_vocab, token_ids
-from bert_keras.utils import write_text
+from bert_keras.utils import single_writer, write_text
 
 __all__ = ["PretrainConfig", "pretrain", "PretrainLoop", "evaluate_pretrainer", "pretraining_terms",
            "sparse_softmax_cross_entropy", "learning_rate_schedule", "PhasedSchedule", "NonFiniteLossError",
@@ -185,6 +186,14 @@ def pretrain(cfg: PretrainConfig, strategy: tf.distribute.Strategy | None = None
             "process: run `bert-keras pretrain` (it runs on TensorFlow whatever KERAS_BACKEND says), or train "
             "BertPretrainer with compile() + fit() on this backend")
     run = _Run(cfg, strategy)
+    # the chief writes model_dir; a second run into it is refused while this one lives
+    with single_writer(run.model_dir) if run.chief else contextlib.nullcontext():
+        run.latest = tf.train.latest_checkpoint(run.ckpt_dir)  # read again under the lock
+        return _pretrain(run)
+
+
+def _pretrain(run):
+    cfg = run.cfg
     run.say(run.describe_devices())
     run.resolve_model()
     run.record_options()
