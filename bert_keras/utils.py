@@ -300,7 +300,10 @@ def atomic_write(path, write):
     except Exception as e:
         if isinstance(e, DiskFullError) or not _is_disk_full(e):
             raise
-        raise _disk_full_error(path, _size_of(tmp) if os.path.exists(tmp) else 0, None, e) from e
+        written = _size_of(tmp) if os.path.exists(tmp) else 0
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise _disk_full_error(path, written, None, e) from e
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -409,14 +412,20 @@ def atomic_folder(final, may_replace=None, needs_bytes=None):
     The call holds `single_writer` on ``final`` throughout.
     """
     final = os.fspath(final)
+    written = 0
     with single_writer(final):
-        with _folder_in_place(final, may_replace) as tmp:
-            try:
-                yield tmp
-            except Exception as e:
-                if isinstance(e, DiskFullError) or not _is_disk_full(e):
+        try:
+            with _folder_in_place(final, may_replace) as tmp:
+                try:
+                    yield tmp
+                    written = _size_of(tmp)
+                except Exception:
+                    written = _size_of(tmp)
                     raise
-                raise _disk_full_error(final, _size_of(tmp), needs_bytes, e) from e
+        except Exception as e:  # the temporary is gone: what is free now is what the user has
+            if not _is_disk_full(e):
+                raise
+            raise _disk_full_error(final, written, needs_bytes, e) from e
 
 
 @contextlib.contextmanager
@@ -438,12 +447,7 @@ def _folder_in_place(final, may_replace):
     os.chmod(tmp, 0o777 & ~_umask())
     try:
         yield tmp
-        try:
-            replace_folder(tmp, final)
-        except OSError as e:
-            if not _is_disk_full(e):
-                raise
-            raise _disk_full_error(final, _size_of(tmp), None, e) from e
+        replace_folder(tmp, final)
     finally:
         if os.path.exists(tmp):
             shutil.rmtree(tmp, ignore_errors=True)

@@ -171,7 +171,25 @@ def main(argv=None) -> int:
         _quiet_python_logs()
     # Only as the process's entry point: an in-process caller keeps its own stderr.
     with quiet_native_logs() if argv is None and not debug else contextlib.nullcontext():
-        return _main(argv)
+        code = _main(argv)
+        if argv is None:
+            _finish_uninterrupted()
+    return code
+
+
+def _finish_uninterrupted():
+    """Once the command has ended, Ctrl-C no longer changes its exit status.
+
+    Its outputs are complete and its result printed; what is left is the
+    interpreter's and TensorFlow's teardown, which an interrupt would turn into
+    exit status 130 and a traceback.
+    """
+    import signal
+
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: signals are not ours to set
+        pass
 
 
 def _main(argv) -> int:

@@ -39,7 +39,7 @@ import tensorflow as tf
 from bert_keras import _private_api
 from bert_keras.export import heads
 from bert_keras.export.spec import (SPEC_FILE, check_out_dir, may_replace_export, require_tensorflow_backend,
-                                    resolve, write_spec)
+                                    resolve, weights_bytes, write_spec)
 from bert_keras.models.copies import with_options
 from bert_keras.utils import atomic_folder, writes
 
@@ -174,7 +174,8 @@ def export_saved_model(model_dir_or_model, out_dir, max_seq_len=None, pair=None,
     # Written to a temporary sibling and renamed: TF Serving polls the base
     # folder and must never see a half-written version.  Only a previous
     # export of ours is ever replaced (checked before and again at the swap).
-    with atomic_folder(out_dir, may_replace=may_replace_export("saved_model")) as main:
+    with atomic_folder(out_dir, may_replace=may_replace_export("saved_model"),
+                       needs_bytes=weights_bytes(model, bytes_per_weight=4)) as main:
         vocab_asset = tf.saved_model.Asset(spec.vocab_path)
         # the signatures are traced inside _write_archive
         _write_archive(main, model, [

@@ -108,6 +108,18 @@ def load_for_export(model_dir):
     return model, metadata, raw
 
 
+def weights_bytes(model, bytes_per_weight=None) -> int:
+    """The bytes of ``model``'s weights (at ``bytes_per_weight`` each, else their own dtype's size):
+    about what an export of it writes, for the message when the disk fills."""
+    import numpy as np
+
+    total = 0
+    for w in model.weights:
+        size = bytes_per_weight or np.dtype(str(w.dtype).replace("bfloat16", "float16")).itemsize
+        total += int(np.prod(w.shape)) * size
+    return int(total)
+
+
 def require_tensorflow_backend(what):
     """A one-line error unless Keras runs on TensorFlow here: the exports trace the model
     into TensorFlow graphs."""

@@ -49,7 +49,7 @@ from bert_keras.errors import BertKerasError
 from bert_keras.export import heads
 from bert_keras.export.residual_scaling import residual_scaling, scales_from_maxima, stream_maxima
 from bert_keras.export.spec import (check_out_dir, keep_other_variants, may_replace_export,
-                                    require_tensorflow_backend, resolve, write_spec)
+                                    require_tensorflow_backend, resolve, weights_bytes, write_spec)
 from bert_keras.export.tflite_convert import (CALIBRATED, MIXED_FLOAT_NODES, QUANTIZE, _convert, _converter,
                                               _quantize, assert_builtin_only, attention_masking,
                                               builtin_only, op_names)
@@ -196,7 +196,8 @@ def export_tflite(model_dir, out_dir, quantize="none", max_seq_len=None, calibra
     if quantize == "int8":
         scaling = residual_scaling(model, scales_from_maxima(maxima))
     with tempfile.TemporaryDirectory(prefix="bert-keras-tflite-") as workdir, scaling, \
-            atomic_folder(out_dir, may_replace=may_replace_export("tflite")) as tmp:
+            atomic_folder(out_dir, may_replace=may_replace_export("tflite"),
+                          needs_bytes=_files_bytes(model, quantize, text_model, ids_model)) as tmp:
         paths = _export_files(model, spec, tmp, quantize, calibration_texts, text_model, ids_model, suffix, mc,
                               k, L, shape, workdir, n_cp, int(max_chars_per_word), buckets)
         keep_other_variants(out_dir, tmp)
@@ -275,6 +276,12 @@ def _export_files(model, spec, out_dir, quantize, calibration_texts, text_model,
                            tflite_text_inputs=["codepoints", "codepoints_b"] if spec.pair else ["codepoints"],
                            max_codepoints=n_cp, max_chars_per_word=max_chars_per_word)
     return {"ids": ids_path, "text": text_path, "spec": spec_path, "quantize": quantize}
+
+
+def _files_bytes(model, quantize, text_model, ids_model) -> int:
+    """About what the export writes: each file holds the weights, quantised as asked."""
+    per_weight = {"none": 4, "float16": 2}.get(quantize, 1)
+    return weights_bytes(model, per_weight) * (int(bool(text_model)) + int(bool(ids_model)))
 
 
 def _write(path, content):

@@ -188,6 +188,7 @@ def pretrain(cfg: PretrainConfig, strategy: tf.distribute.Strategy | None = None
     run = _Run(cfg, strategy)
     # the chief writes model_dir; a second run into it is refused while this one lives
     with single_writer(run.model_dir) if run.chief else contextlib.nullcontext():
+        tf.io.gfile.makedirs(run.model_dir)
         run.latest = tf.train.latest_checkpoint(run.ckpt_dir)  # read again under the lock
         return _pretrain(run)
 
@@ -222,7 +223,6 @@ class _Run:
         self.strategy = strategy or distribute.resolve_strategy(cfg.strategy, cfg.tpu)
         self.chief = distribute.is_chief(self.strategy)
         self.model_dir = cfg.model_dir
-        tf.io.gfile.makedirs(self.model_dir)
         join = lambda name: os.path.join(self.model_dir, name)  # noqa: E731
         self.config_path, self.final_dir = join("pretrain_config.json"), join("final")
         self.metrics_path, self.eval_path = join("metrics.jsonl"), join("eval.json")
