@@ -6,6 +6,11 @@ bytes are ignored, as Google does.  An empty output line means the input line
 had no tokens.  Lines are processed in batches inside one compiled TensorFlow
 function, so large files go fast; on a terminal, a running line count goes to stderr.
 
+The vocabulary is checked first: more than 4,194,304 lines, bytes that are not
+UTF-8 or control bytes are a one-line error naming the file and the line.  A
+token on two lines gets the id of the later one, as in Google's load_vocab; a
+warning line on stderr names the token and both lines.
+
 examples:
   echo "Hello, world!" | bert-keras tokenize --vocab vocab.txt
   bert-keras tokenize --vocab vocab.txt --cased < corpus.txt > ids.txt
@@ -49,19 +54,23 @@ def run(args) -> int:
         raise BertKerasError(f"--batch-size must be >= 1, got {args.batch_size}")
     if args.max_chars_per_word < 1:
         raise BertKerasError(f"--max-chars-per-word must be >= 1, got {args.max_chars_per_word}")
+    import os
+
+    from bert_keras.checkpoints.casing import resolve_casing
+    from bert_keras.text.vocab import load_vocab
+
+    if not os.path.isfile(args.vocab):
+        raise BertKerasError(f"{args.vocab}: vocabulary file not found")
+    # The vocabulary is checked (size, UTF-8, control bytes) before anything is printed or
+    # handed to TensorFlow: a wrong file is one error line, not a casing line of garbage.
+    load_vocab(args.vocab)
+    casing = resolve_casing(os.path.dirname(os.path.abspath(args.vocab)), vocab_path=args.vocab,
+                            override=args.lower_case)
+    print(f"{args.vocab}: {casing.describe()}", file=sys.stderr)  # stdout carries the ids
     import tensorflow as tf
 
     from bert_keras.text.tokenizer import BertTokenizer
 
-    import os
-
-    from bert_keras.checkpoints.casing import resolve_casing
-
-    if not os.path.isfile(args.vocab):
-        raise BertKerasError(f"{args.vocab}: vocabulary file not found")
-    casing = resolve_casing(os.path.dirname(os.path.abspath(args.vocab)), vocab_path=args.vocab,
-                            override=args.lower_case)
-    print(f"{args.vocab}: {casing.describe()}", file=sys.stderr)  # stdout carries the ids
     tok = BertTokenizer.from_vocab(args.vocab, lower_case=casing.lower_case,
                                    max_chars_per_word=args.max_chars_per_word)
 

@@ -46,7 +46,7 @@ from bert_keras import _private_api
 from bert_keras.errors import DataError
 from bert_keras.text import packing
 from bert_keras.text.basic import BasicTokenizer, Words
-from bert_keras.text.vocab import load_vocab, token_ids
+from bert_keras.text.vocab import MAX_VOCAB_SIZE, load_vocab, token_ids
 from bert_keras.text.wordpiece import WordPiece
 
 WORDPIECE = ("tensorflow_text", "core")
@@ -138,6 +138,9 @@ class BertTokenizer(keras.layers.Layer):
         if not self._vocab:
             raise DataError("empty vocabulary")
         self._source = source or "vocabulary"
+        if len(self._vocab) > MAX_VOCAB_SIZE:
+            raise DataError(f"{self._source}: {len(self._vocab):,} tokens, more than the {MAX_VOCAB_SIZE:,} "
+                            f"a vocabulary can hold (tensorflow-text's WordPiece limit)")
         self._lower_case = bool(lower_case)
         self._max_chars_per_word = int(max_chars_per_word)
         if self._max_chars_per_word < 1:

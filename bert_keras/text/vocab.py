@@ -1,9 +1,25 @@
 """WordPiece vocabulary files: reading them like Google does, and building new ones.
 
 A vocabulary file has one token per line; a token's id is its line number
-(0-based).  `load_vocab` follows Google's `tokenization.load_vocab` exactly:
-lines are decoded as UTF-8 ignoring invalid bytes and `str.strip()`-ped, blank
-lines still take an id, and when a token appears twice the *last* line wins.
+(0-based).  `load_vocab` follows Google's `tokenization.load_vocab` for the
+ids: lines are `str.strip()`-ped, blank lines still take an id, and when a token
+appears twice the *last* line wins (Google fills an `OrderedDict`, so the later
+index overwrites the earlier one; `BertTokenizer`, the core-ops WordPiece and
+the TFLite tables use the same rule).  A repeated token is worth knowing about,
+since its first id can never come out of the tokenizer: the first time a file is
+read in a process, one warning line on stderr names the file, the token, both
+line numbers and the id used.
+
+A file is checked before any of it is used, each problem a one-line
+`DataError` naming the file and the line:
+
+* more than `MAX_VOCAB_SIZE` (4,194,304) lines, tensorflow-text's WordPiece
+  limit: counted while reading, so a huge file fails after reading that many
+  lines, not after loading it all;
+* bytes that are not UTF-8 (Google drops them silently; a real vocabulary has
+  none, a binary file has many);
+* control bytes (NUL, ESC, DEL, ...; TAB and CR are allowed: they are
+  whitespace, stripped like Google does).
 
 `build_vocab` learns a new vocabulary from raw text with tensorflow-text's
 WordPiece learner (the algorithm behind `bert_vocab_from_dataset`), after the
@@ -19,6 +35,8 @@ from __future__ import annotations
 
 import collections
 import os
+import re
+import sys
 from typing import Iterable, Sequence
 
 from bert_keras.errors import DataError
@@ -26,28 +44,131 @@ from bert_keras.errors import DataError
 RESERVED_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 
 
+# tensorflow-text's FastWordpieceTokenizer refuses more ("Vocab size exceeds the max supported").
+MAX_VOCAB_SIZE = 4_194_304
+_CHUNK = 1 << 20
+# C0 control bytes and DEL, except TAB, LF and CR (whitespace that str.strip() handles like Google)
+_CONTROL = re.compile(rb"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_WARNED: set = set()  # files whose repeated tokens were reported in this process
+
+
+def _open(path):
+    if "://" in path:  # gs://, hdfs://, ...: TensorFlow's file systems
+        import tensorflow as tf
+
+        return tf.io.gfile.GFile(path, "rb")
+    return open(path, "rb")
+
+
+def _read_bytes(path: str) -> bytes:
+    """The file's bytes; more than MAX_VOCAB_SIZE lines fails as soon as they are read."""
+    chunks, newlines = [], 0
+    try:
+        with _open(path) as f:
+            while True:
+                chunk = f.read(_CHUNK)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                newlines += chunk.count(b"\n")
+                if newlines > MAX_VOCAB_SIZE:
+                    raise DataError(f"{path}: at least {newlines:,} lines, more than the {MAX_VOCAB_SIZE:,} "
+                                    f"tokens a vocabulary can hold (tensorflow-text's WordPiece limit)")
+    except DataError:
+        raise
+    except Exception as e:  # noqa: BLE001 - OSError, or TensorFlow's errors for remote paths
+        missing = isinstance(e, FileNotFoundError) or type(e).__name__ == "NotFoundError"
+        raise DataError(f"cannot read vocabulary file {path!r}: "
+                        f"{'no such file' if missing else type(e).__name__}") from None
+    data = b"".join(chunks)
+    lines = newlines + (1 if data and not data.endswith(b"\n") else 0)
+    if lines > MAX_VOCAB_SIZE:
+        raise DataError(f"{path}: {lines:,} lines, more than the {MAX_VOCAB_SIZE:,} tokens a vocabulary "
+                        f"can hold (tensorflow-text's WordPiece limit)")
+    return data
+
+
+def _where(data: bytes, pos: int):
+    """(line, column), both 1-based, of byte offset `pos`."""
+    line_start = data.rfind(b"\n", 0, pos) + 1
+    return data.count(b"\n", 0, pos) + 1, pos - line_start + 1
+
+
+def _check_bytes(path: str, data: bytes) -> str:
+    """The file decoded; DataError naming the line and byte of the first invalid UTF-8 or control byte."""
+    control = _CONTROL.search(data)
+    try:
+        text = data.decode("utf-8")
+        bad = None
+    except UnicodeDecodeError as e:
+        bad = e.start
+    if control is not None and (bad is None or control.start() < bad):
+        line, column = _where(data, control.start())
+        raise DataError(f"{path}:{line}: control byte {data[control.start()]:#04x} at column {column}: "
+                        f"a vocabulary is UTF-8 text, one token a line")
+    if bad is not None:
+        line, column = _where(data, bad)
+        raise DataError(f"{path}:{line}: not valid UTF-8 (byte {data[bad]:#04x} at column {column}): "
+                        f"a vocabulary is UTF-8 text, one token a line")
+    return text
+
+
+def repeated_tokens(vocab: Sequence[str]) -> list[tuple[str, int, int]]:
+    """(token, first id, later id) for every non-empty token on more than one line, in file order.
+
+    Google's rule (and ours) gives such a token its last id; the earlier ids
+    are never produced.  Blank lines (the token "") are left out: nothing
+    tokenizes to them either way.
+    """
+    first: dict[str, int] = {}
+    repeats = []
+    for i, token in enumerate(vocab):
+        if not token:
+            continue
+        if token in first:
+            repeats.append((token, first[token], i))
+        else:
+            first[token] = i
+    return repeats
+
+
+def _warn_repeats(path: str, vocab: Sequence[str]) -> None:
+    key = path if "://" in path else os.path.abspath(path)
+    if key in _WARNED:
+        return
+    _WARNED.add(key)
+    repeats = repeated_tokens(vocab)
+    if not repeats:
+        return
+    token, first, later = repeats[0]
+    last = max(i for t, _, i in repeats if t == token)
+    more = len({t for t, _, _ in repeats}) - 1
+    print(f"warning: {path}:{later + 1}: token {token!r} is also on line {first + 1}; id {last} (its last line's) "
+          f"is used, as Google's load_vocab does, so id {first} is never produced"
+          + (f"; {more} more repeated token{'s' if more > 1 else ''} in this file" if more else ""),
+          file=sys.stderr, flush=True)
+
+
 def load_vocab(path: str | os.PathLike) -> list[str]:
     """Reads a vocabulary file: list of tokens, index = id (Google's rules).
 
+    The file is checked first (see the module docstring); a token on several
+    lines is reported once per file and process on stderr.
+
     Raises:
-      DataError: the file is missing, unreadable or empty.
+      DataError: the file is missing, unreadable, empty, has more than
+        MAX_VOCAB_SIZE lines, invalid UTF-8 or control bytes (file and line named).
     """
     path = os.fspath(path)
-    import tensorflow as tf  # GFile reads local paths, gs://, ...
-
-    try:
-        with tf.io.gfile.GFile(path, "rb") as f:
-            data = f.read()
-    except (OSError, tf.errors.OpError) as e:
-        reason = "no such file" if isinstance(e, (FileNotFoundError, tf.errors.NotFoundError)) else type(e).__name__
-        raise DataError(f"cannot read vocabulary file {path!r}: {reason}") from None
-    # GFile.readline() cuts after b"\n" only; a final line without newline counts.
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
+    text = _check_bytes(path, _read_bytes(path))
+    # Google's readline() cuts after "\n" only; a final line without newline counts.
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
         lines.pop()
-    tokens = [line.decode("utf-8", "ignore").strip() for line in lines]
+    tokens = [line.strip() for line in lines]
     if not tokens:
         raise DataError(f"vocabulary file {path!r} is empty")
+    _warn_repeats(path, tokens)
     return tokens
 
 
