@@ -11,13 +11,27 @@ so a GLUE-style TSV reads without naming its columns; `ExampleList.columns`
 says which were used.
 
 Numeric labels are normalised to one spelling (`1`, `1.0`, `"1.0"` and `"01"`
-are all the class "1"; `0.50` is "0.5"), so a file mixing JSON ints and floats
-does not grow two classes for one value.
+are all the class "1"; `0.50` is "0.5"), so a file mixing JSON ints and floats,
+or numbers and the same numbers written as strings, does not grow two classes
+for one value.  Integers are kept exact (10000000000000001 and
+10000000000000000 stay two classes).
+
+JSON booleans are labels only in a column of booleans: `true`/`false` are then
+the classes "true" and "false".  A boolean in a column that also holds numbers
+or strings is refused, naming the file, the line, the field and the value, with
+the line of the first label of the other kind: `true` would otherwise merge
+silently into the class "1" (or stand apart from "true").
+
+`ExampleList.columns` names only columns that exist: `text_b` (and `label`) is
+None when no record of a JSON lines file has it.  A column named explicitly
+(`text_b_field=`, `label_field=`) that the header or every record lacks is an
+error rather than a silent single-text or unlabelled read.
 """
 
 from __future__ import annotations
 
 import csv
+import decimal
 import json
 import math
 import pathlib
@@ -45,27 +59,46 @@ _PLAIN_NUMBER = re.compile(r"^[+-]?(\d+(\.\d*)?|\.\d+)$")
 def normalise_label(label):
     """One spelling per label value: str; numbers written as ints when integral.
 
-    JSON bools become "0"/"1"; 1, 1.0, "1.0", "+1", "01" -> "1"; 0.50 -> "0.5".
-    Other strings are kept (stripped); None and "" are None.
+    JSON bools become "false"/"true" (`read_examples` accepts them only in a
+    column of booleans); 1, 1.0, "1.0", "+1", "01" -> "1"; 0.50 -> "0.5";
+    integers stay exact.  Other strings are kept (stripped); None and "" are None.
     """
     if label is None:
         return None
     if isinstance(label, bool):
-        return str(int(label))
-    if isinstance(label, (int, float)):
-        value = float(label)
-    elif isinstance(label, str):
+        return "true" if label else "false"
+    if isinstance(label, int):
+        return str(label)
+    if isinstance(label, float):
+        if math.isfinite(label) and label == int(label):
+            return str(int(label))
+        return repr(label)
+    if isinstance(label, str):
         label = label.strip()
         if not label:
             return None
         if not _PLAIN_NUMBER.match(label):
             return label
-        value = float(label)
-    else:
-        return label
-    if math.isfinite(value) and value == int(value):
-        return str(int(value))
-    return repr(value)
+        value = decimal.Decimal(label)
+        if value == value.to_integral_value():
+            return str(int(value))
+        # the shortest spelling of the same value: what repr gives a JSON float of it
+        short = repr(float(value))
+        return short if decimal.Decimal(short) == value else format(value.normalize(), "f")
+    return label
+
+
+def describe_json(value, limit=40):
+    """A JSON value's type and the value as JSON, for messages: 'a number (123)', 'null', ..."""
+    if value is None:
+        return "null"
+    kind = ("a boolean" if isinstance(value, bool) else "a number" if isinstance(value, (int, float))
+            else "a string" if isinstance(value, str) else "a list" if isinstance(value, list)
+            else "an object" if isinstance(value, dict) else f"a {type(value).__name__}")
+    text = json.dumps(value, ensure_ascii=False)
+    if len(text) > limit:
+        text = text[:limit - 3] + "..."
+    return f"{kind} ({text})"
 
 
 def pick_columns(names, text_field=None, text_b_field=None, label_field=None, per_record=False):
@@ -149,30 +182,50 @@ def read_examples(path, text_field=None, text_b_field=None, label_field=None, de
         records = ((n, dict(zip(header, fields))) for n, fields in rows)
     else:
         raise DataError(f"{path}: unknown file type {suffix!r} (expected .csv, .tsv or .jsonl)")
+    explicit = {"text_b": text_b_field is not None, "label": label_field is not None}
     columns, glue = pick_columns(names, text_field, text_b_field, label_field, per_record=is_json)
     text_field, text_b_field, label_field = columns["text"], columns["text_b"], columns["label"]
     if not is_json and text_field not in names:
         raise DataError(f"{path}:1: no column {text_field!r} (header: {', '.join(names)}); "
                         f"name the text column with --text-field")
+    if not is_json:
+        for key, given in (("text_b", text_b_field), ("label", label_field)):
+            if given is not None and given not in names:
+                raise DataError(f"{path}:1: no column {given!r} for {key} (header: {', '.join(names)})")
     examples = ExampleList()
     examples.columns, examples.glue_columns = columns, glue
+    seen = {"text_b": False, "label": False}
+    first_label = None  # (where, value) of the first label: booleans only in a column of booleans
     for n, record in records:
         where = f"{path}:{n}"
-        text_a = record.get(text_field)
-        if text_a is None:
+        if text_field not in record:
             raise DataError(f"{where}: missing field {text_field!r}")
-        if not isinstance(text_a, str) or not text_a.strip():
-            raise DataError(f"{where}: field {text_field!r} is empty or not text: {text_a!r}")
+        text_a = record[text_field]
+        if not isinstance(text_a, str):
+            raise DataError(f"{where}: field {text_field!r} is {describe_json(text_a)}, expected a string")
+        if not text_a.strip():
+            raise DataError(f"{where}: field {text_field!r} is empty: {text_a!r}")
         text_b = record.get(text_b_field) if text_b_field else None
-        if text_b is not None and (not isinstance(text_b, str) or not text_b.strip()):
+        seen["text_b"] = seen["text_b"] or (bool(text_b_field) and text_b_field in record)
+        if text_b is not None and not isinstance(text_b, str):
+            raise DataError(f"{where}: field {text_b_field!r} is {describe_json(text_b)}, expected a string")
+        if text_b is not None and not text_b.strip():
             if text_b == "" and not is_json:
                 text_b = None  # an empty CSV cell: a single-sentence row
             else:
-                raise DataError(f"{where}: field {text_b_field!r} is empty or not text: "
-                                f"{text_b!r}")
+                raise DataError(f"{where}: field {text_b_field!r} is empty: {text_b!r}")
         label = record.get(label_field) if label_field else None
+        seen["label"] = seen["label"] or (bool(label_field) and label_field in record)
         if label is not None and not isinstance(label, (str, int, float, bool)):
-            raise DataError(f"{where}: field {label_field!r}: not a label: {label!r}")
+            raise DataError(f"{where}: field {label_field!r} is {describe_json(label)}, not a label")
+        if label is not None and not (isinstance(label, str) and not label.strip()):
+            if first_label is None:
+                first_label = (n, label)
+            elif isinstance(label, bool) != isinstance(first_label[1], bool):
+                raise DataError(
+                    f"{where}: field {label_field!r} is {_kind_and_value(label)} but line {first_label[0]}'s "
+                    f"label is {_kind_and_value(first_label[1])}: JSON true/false are labels only in a "
+                    f"column of booleans (write all labels as booleans, or none)")
         label = normalise_label(label)
         guid = record.get("id", record.get("idx", record.get("guid")))
         examples.append(InputExample(text_a, text_b, label,
@@ -180,7 +233,21 @@ def read_examples(path, text_field=None, text_b_field=None, label_field=None, de
                                      where))
     if not examples:
         raise DataError(f"{path}: no examples (only a header)" if not is_json else f"{path}: no examples")
+    if is_json:
+        # report only columns some record has: the defaults text_b/label may be absent everywhere
+        for key, given in (("text_b", text_b_field), ("label", label_field)):
+            if given and not seen[key]:
+                if key == "text_b" and explicit["text_b"] or key == "label" and explicit["label"]:
+                    raise DataError(f"{path}: no record has the field {given!r} named for {key}")
+                columns[key] = None
     return examples
+
+
+def _kind_and_value(value):
+    """'true (a JSON boolean)', '1 (a number)', '"1" (a string)'."""
+    kind = "a JSON boolean" if isinstance(value, bool) else "a number" if isinstance(value, (int, float)) \
+        else "a string"
+    return f"{json.dumps(value, ensure_ascii=False)} ({kind})"
 
 
 def describe_columns(path, examples):
