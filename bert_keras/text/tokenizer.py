@@ -134,13 +134,14 @@ class BertTokenizer(keras.layers.Layer):
         if isinstance(vocabulary, (str, os.PathLike)):
             source = os.fspath(vocabulary)
             vocabulary = load_vocab(source)
+        vocabulary = list(vocabulary)
+        if len(vocabulary) > MAX_VOCAB_SIZE:  # before any table is built
+            raise DataError(f"{source or 'vocabulary'}: {len(vocabulary):,} tokens, more than the "
+                            f"{MAX_VOCAB_SIZE:,} a vocabulary can hold (tensorflow-text's WordPiece limit)")
         self._table = _VocabTable(str(t) for t in vocabulary)
         if not self._vocab:
             raise DataError("empty vocabulary")
         self._source = source or "vocabulary"
-        if len(self._vocab) > MAX_VOCAB_SIZE:
-            raise DataError(f"{self._source}: {len(self._vocab):,} tokens, more than the {MAX_VOCAB_SIZE:,} "
-                            f"a vocabulary can hold (tensorflow-text's WordPiece limit)")
         self._lower_case = bool(lower_case)
         self._max_chars_per_word = int(max_chars_per_word)
         if self._max_chars_per_word < 1:
