@@ -196,8 +196,10 @@ def test_predict_reads_argv_file_and_stdin_and_matches_the_model(folders, capsys
     code, out, err = _main(capsys, "predict", "--model", clf, "--input", folders / "texts.txt",
                            "--output", folders / "pred.jsonl", "--batch-size", "2")
     assert code == 0, err
-    assert f"wrote 3 predictions to {folders / 'pred.jsonl'}" in out and "3/3" in out  # summary and progress bar
+    # summary and progress bar; the blank last line keeps its place with an error record
+    assert f"wrote 4 records to {folders / 'pred.jsonl'}: 3 predictions, 1 error record" in out and "3/3" in out
     from_file = [json.loads(line) for line in (folders / "pred.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert from_file.pop() == {"line": 4, "error": "blank line: no text to classify"}
 
     code, out, err = _main(capsys, "predict", "--model", clf, stdin="\n".join(texts) + "\n", monkeypatch=monkeypatch)
     assert code == 0, err

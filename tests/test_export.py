@@ -393,7 +393,8 @@ def test_cli_export_saved_model_and_predict_from_stdin(clf_dir, tmp_path, capsys
     assert json.loads(out.splitlines()[-1])["signatures"] == ["serving_default", "serve_ids"]
     code, out, err = _cli(capsys, monkeypatch, "predict", "--model", tmp_path / "m" / "1", stdin="good\n\nbad film\n")
     assert code == 0, err
-    assert [json.loads(x)["text"] for x in out.splitlines()] == ["good", "bad film"]
+    records = [json.loads(x) for x in out.splitlines()]  # one record per line, the blank one an error
+    assert [r.get("text", r.get("error")) for r in records] == ["good", "blank line: no text to classify", "bad film"]
 
 
 def test_cli_export_tflite_with_length_buckets(clf_dir, tmp_path, capsys, monkeypatch):
