@@ -1,4 +1,8 @@
-"""Two-phase MLM + NSP pre-training on any `tf.distribute` strategy, resumable.
+"""Two-phase MLM + NSP pre-training on any `tf.distribute` strategy, or on JAX, resumable.
+
+On the JAX Keras backend `pretrain` hands the run to `bert_keras.training.keras_runner`
+(Keras' own training step on ``keras.distribution.DataParallel`` over the local devices,
+Keras-native checkpoints); the rest of this docstring describes the TensorFlow runner.
 
 The paper's recipe (Devlin et al., 2019, appendix A.2): 90% of the steps at
 sequence length 128 with 20 masked-LM predictions, the last 10% at 512 with
@@ -180,12 +184,22 @@ def pretrain(cfg: PretrainConfig, strategy: tf.distribute.Strategy | None = None
     """
     import keras
 
+    from bert_keras.training import keras_runner
+
+    if keras.backend.backend() == "jax":  # Keras' own training step on keras.distribution.DataParallel
+        if strategy is not None:
+            raise BertKerasError("a tf.distribute strategy was passed and Keras runs on jax in this process: "
+                                 "on JAX the runner takes its devices from cfg.strategy")
+        return keras_runner.pretrain_keras(cfg)
     if keras.backend.backend() != "tensorflow":
         raise BertKerasError(
-            f"the pre-training runner uses tf.distribute and Keras runs on {keras.backend.backend()} in this "
-            "process: run `bert-keras pretrain` (it runs on TensorFlow whatever KERAS_BACKEND says), or train "
+            f"the pre-training runner runs on TensorFlow or JAX and Keras runs on {keras.backend.backend()} in this "
+            "process: run `bert-keras pretrain` (TensorFlow unless KERAS_BACKEND=jax), or train "
             "BertPretrainer with compile() + fit() on this backend")
     run = _Run(cfg, strategy)
+    if keras_runner.checkpoint_steps(run.ckpt_dir):
+        raise BertKerasError(f"{run.ckpt_dir} holds checkpoints of the JAX runner (step-N folders): resume that "
+                             "run with KERAS_BACKEND=jax, or use a new model_dir")
     # the chief writes model_dir; a second run into it is refused while this one lives
     with single_writer(run.model_dir) if run.chief else contextlib.nullcontext():
         tf.io.gfile.makedirs(run.model_dir)

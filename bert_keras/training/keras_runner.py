@@ -1,0 +1,450 @@
+"""The two-phase pre-training runner on Keras' own training step: JAX on all local devices.
+
+`bert_keras.training.pretrain.pretrain` hands a run to this module when Keras runs on
+JAX.  It does what the tf.distribute runner does (the phases, the same data stream per
+(seed, phase), resume after a kill, checkpoints every ``checkpoint_every`` steps and at
+phase ends, ``metrics.jsonl``, gradient accumulation, ``init`` from a checkpoint, held-out
+evaluation after each phase, ``final/`` written with `save_checkpoint`), with Keras'
+backend-neutral pieces:
+
+* devices: ``keras.distribution.DataParallel`` over the devices ``strategy`` names
+  (``auto``/``mirrored``: every local device of the default platform; ``cpu``/``gpu``: the
+  first such device; ``tpu``: every TPU core).  The global batch ``batch_size`` is split
+  across them; the loss and its gradient are those of the whole global batch (one SPMD
+  program), so the global-norm clip is the true global norm.
+* one optimiser step: ``compile()`` once, then ``train_on_batch`` on each micro-batch of the
+  phase's `pretraining_dataset` (read as numpy); with ``gradient_accumulation_steps`` k the
+  optimiser's own ``gradient_accumulation_steps`` applies the mean of k micro-batch
+  gradients every k calls (see docs/pretraining.md, "On JAX", for how this differs from the
+  tf.distribute runner).
+* checkpoints: ``model_dir/checkpoints/step-<N>/`` written whole (`atomic_folder`):
+  ``model.npz`` (every model variable, dropout seed states included), ``optimizer.npz``
+  (every optimiser variable: moments, iteration counter, accumulators) and ``state.json``
+  (step, phase, the variables' paths); the last ``keep_checkpoints`` are kept.
+
+The data stream of a phase is a deterministic function of (seed, phase): a resumed run
+skips the micro-batches already used and continues as the uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import re
+import shutil
+import time
+
+import keras
+import numpy as np
+
+from bert_keras.errors import BertKerasError
+from bert_keras.training.loop import NonFiniteLossError
+from bert_keras.training.optimization import create_optimizer
+from bert_keras.training.pretrain_config import (_file_list, _read_text, check_resume_options,
+                                                 learning_rate_schedule, split_heldout)
+from bert_keras.training.pretrain_model import build_pretrainer
+from bert_keras.text.vocab import load_vocab, token_ids
+from bert_keras.utils import atomic_folder, single_writer, write_text
+
+logger = logging.getLogger("bert_keras.training")
+
+STEP_FOLDER = re.compile(r"^step-(\d+)$")
+# The window statistics, summed over optimiser steps (loss terms) or micro-batches (counts).
+_STATS = ("loss", "mlm_loss", "nsp_loss", "mlm_correct", "mlm_count", "nsp_correct", "nsp_count")
+
+
+class MicroStepSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """``schedule(step // k)``: a Keras optimiser with ``gradient_accumulation_steps`` k calls its
+    schedule with the count of micro-batches; this gives it the optimiser step."""
+
+    def __init__(self, schedule, steps):
+        self.schedule, self.steps = schedule, int(steps)
+
+    def __call__(self, step):
+        return self.schedule(keras.ops.floor_divide(step, self.steps))
+
+    def get_config(self):
+        return {"schedule": keras.saving.serialize_keras_object(self.schedule), "steps": self.steps}
+
+
+def checkpoint_steps(ckpt_dir):
+    """The steps of the complete checkpoints in ``ckpt_dir``, oldest first."""
+    if not os.path.isdir(ckpt_dir):
+        return []
+    steps = [int(m.group(1)) for m in map(STEP_FOLDER.match, os.listdir(ckpt_dir))
+             if m and os.path.isfile(os.path.join(ckpt_dir, m.group(0), "state.json"))]
+    return sorted(steps)
+
+
+def holds_tensorflow_checkpoints(ckpt_dir):
+    return os.path.isdir(ckpt_dir) and any(n == "checkpoint" or n.startswith("ckpt-") for n in os.listdir(ckpt_dir))
+
+
+def select_devices(strategy, tpu=None):
+    """The devices (Keras names, e.g. ``cpu:0``) a run on JAX uses for ``strategy``."""
+    from keras import distribution
+
+    if strategy == "multiworker":
+        raise BertKerasError("strategy multiworker is tf.distribute's: on JAX the runner uses this host's "
+                             "devices (strategy auto), or run with KERAS_BACKEND=tensorflow")
+    if tpu not in (None, "local"):
+        raise BertKerasError(f"tpu {tpu!r}: on JAX the runner uses the TPU cores attached to this host "
+                             "(tpu local, or leave it out)")
+    kind = {"cpu": "cpu", "gpu": "gpu", "tpu": "tpu"}.get(strategy)
+    try:
+        devices = list(distribution.list_devices(kind))
+    except Exception as e:  # noqa: BLE001 - JAX names a missing platform in many ways
+        devices, why = [], str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise BertKerasError(f"strategy {strategy}: JAX sees no {kind} device ({why})") from None
+    if not devices:
+        raise BertKerasError(f"strategy {strategy}: JAX sees no {kind or 'local'} device")
+    return devices[:1] if strategy in ("cpu", "gpu") else devices
+
+
+def _commit(variables):
+    """Places uncommitted JAX values on their device: the training step returns committed arrays, and
+    a first call on uncommitted ones would compile the step a second time (measured: 7 s on BERT-tiny)."""
+    import jax
+
+    for v in variables:
+        value = v.value
+        if isinstance(value, jax.Array) and not value.committed:
+            v.assign(jax.device_put(value, value.sharding))
+
+
+def pretrain_keras(cfg) -> dict:
+    """`pretrain` on the JAX backend (see the module docstring); same arguments and result."""
+    backend = keras.backend.backend()
+    if backend != "jax":
+        raise BertKerasError(f"the Keras pre-training runner runs on JAX, and Keras runs on {backend} in this "
+                             "process: set KERAS_BACKEND=jax, or run `bert-keras pretrain` (TensorFlow)")
+    run = _KerasRun(cfg)
+    previous = keras.distribution.distribution()
+    with single_writer(run.model_dir):
+        os.makedirs(run.model_dir, exist_ok=True)
+        run.find_checkpoint()  # read again under the lock
+        try:
+            keras.distribution.set_distribution(run.distribution)
+            return run.run()
+        finally:
+            keras.distribution.set_distribution(previous)
+
+
+class _KerasRun:
+    """The state of one run; each method is a named step, as in the tf.distribute runner."""
+
+    def __init__(self, cfg):
+        cfg.validate()
+        if not cfg.model_dir:
+            raise BertKerasError("model_dir is required")
+        if "://" in cfg.model_dir:
+            raise BertKerasError(f"model_dir {cfg.model_dir}: on JAX the runner writes a local folder "
+                                 "(a URL model_dir needs KERAS_BACKEND=tensorflow)")
+        if not cfg.train_files and cfg.total_steps:
+            raise BertKerasError("train_files is required")
+        used = [p for p in (1, 2) if (cfg.phase1_steps if p == 1 else cfg.phase2_steps)]
+        accumulations = {cfg.phase_accumulation(p) for p in used}
+        if len(accumulations) > 1:
+            raise BertKerasError(
+                f"gradient_accumulation_steps {cfg.gradient_accumulation_steps} and "
+                f"phase2_gradient_accumulation_steps {cfg.phase2_gradient_accumulation_steps} differ: on JAX one "
+                "optimiser accumulates for both phases (use one value, or KERAS_BACKEND=tensorflow)")
+        self.accumulation = accumulations.pop() if accumulations else 1
+        self.cfg = cfg
+        self.devices = select_devices(cfg.strategy, cfg.tpu)
+        self.distribution = keras.distribution.DataParallel(devices=self.devices)
+        for p in used:
+            micro = cfg.phase_batch_size(p) // self.accumulation
+            if micro % len(self.devices):
+                raise BertKerasError(f"phase {p}: micro-batch {micro} (batch {cfg.phase_batch_size(p)} / "
+                                     f"{self.accumulation} accumulation steps) is not divisible by "
+                                     f"{len(self.devices)} devices")
+        self.model_dir = cfg.model_dir
+        join = lambda name: os.path.join(self.model_dir, name)  # noqa: E731
+        self.config_path, self.final_dir = join("pretrain_config.json"), join("final")
+        self.metrics_path, self.eval_path = join("metrics.jsonl"), join("eval.json")
+        self.ckpt_dir = join("checkpoints")
+        self.trained, self.last_log, self.evals = 0, None, {}
+        self.latest = None
+
+    def say(self, line):
+        print(line, flush=True)
+
+    def describe_devices(self):
+        return (f"backend: {keras.backend.backend()}, DataParallel, {len(self.devices)} replica(s) on "
+                f"{', '.join(self.devices)}")
+
+    def find_checkpoint(self):
+        if holds_tensorflow_checkpoints(self.ckpt_dir):
+            raise BertKerasError(f"{self.ckpt_dir} holds checkpoints of the tf.distribute runner (ckpt-N): "
+                                 "resume that run with KERAS_BACKEND=tensorflow, or use a new model_dir")
+        steps = checkpoint_steps(self.ckpt_dir)
+        self.latest = os.path.join(self.ckpt_dir, f"step-{steps[-1]}") if steps else None
+
+    # ------------------------------------------------------------------ the steps
+    def run(self):
+        cfg = self.cfg
+        self.say(self.describe_devices())
+        self.resolve_model()
+        write_text(self.config_path, json.dumps(cfg.to_dict(), indent=2))
+        self.build_state()
+        if self.step >= cfg.total_steps:
+            return self.finished()
+        if self.latest:
+            logger.info("resuming from %s (step %d)", self.latest, self.step)
+            self.say(f"resuming from {self.latest} at step {self.step}")
+        from bert_keras.training.pretrain import _truncate_metrics
+
+        _truncate_metrics(self.metrics_path, self.step)
+        self.progbar = keras.utils.Progbar(cfg.total_steps, stateful_metrics=["loss", "mlm_acc", "nsp_acc", "steps/s"],
+                                           verbose=1 if cfg.progress else 0)
+        self.writer = None
+        for phase in (1, 2):
+            if self.step < self.phase_end(phase):
+                self.train_phase(phase)
+                self.evaluate_phase(phase)
+        self.export_final()
+        return self.result()
+
+    def resolve_model(self):
+        from bert_keras.training.pretrain_model import resolve_model
+
+        cfg, model_cfg = self.cfg, self.cfg
+        if self.latest:
+            check_resume_options(self.config_path, cfg)
+            recorded = json.loads(_read_text(self.config_path)) if os.path.exists(self.config_path) else {}
+            model_cfg = dataclasses.replace(cfg, init=recorded.get("init", cfg.init))
+            if cfg.init:
+                self.say(f"{self.model_dir} holds a run (checkpoint {os.path.basename(self.latest)}): resuming it; "
+                         f"init {cfg.init} is not loaded")
+        self.spec = resolve_model(model_cfg)
+        for note in self.spec.notes:
+            self.say(note)
+        vocab = load_vocab(self.spec.vocab_path)
+        self.vocab_size, self.mask_id = len(vocab), token_ids(vocab).get("[MASK]")
+        self.train_files, self.eval_files = _file_list(cfg.train_files), _file_list(cfg.eval_files)
+        if cfg.heldout_every and self.train_files:
+            train_path, held_path = split_heldout(self.train_files, os.path.join(self.model_dir, "data"),
+                                                  cfg.heldout_every)
+            self.train_files, self.eval_files = [train_path], self.eval_files or [held_path]
+
+    def build_state(self):
+        cfg = self.cfg
+        self.schedule = learning_rate_schedule(cfg) if cfg.total_steps else 0.0
+        keras.utils.set_random_seed(cfg.seed)  # the same initial weights as an uninterrupted run
+        self.model = build_pretrainer(cfg, self.vocab_size, spec=self.spec, load_init=not self.latest)
+        if getattr(self.model, "init_report", None):
+            self.say(self.model.init_report)
+        k = self.accumulation
+        rate = MicroStepSchedule(self.schedule, k) if (k > 1 and cfg.total_steps) else self.schedule
+        self.optimizer = create_optimizer(
+            cfg.optimizer, rate, weight_decay=cfg.weight_decay, clipnorm=cfg.clipnorm, beta_1=cfg.beta_1,
+            beta_2=cfg.beta_2, epsilon=cfg.epsilon, loss_scale=cfg.mixed_precision == "fp16",
+            adam_rule=cfg.adam_rule, gradient_accumulation_steps=k if k > 1 else None)
+        self.optimizer.build(self.model.trainable_variables)
+        self.model.compile(optimizer=self.optimizer)
+        self.step, self.phase = 0, 1
+        if self.latest:
+            self.restore(self.latest)
+        _commit(self.model.variables + self.optimizer.variables + self.model.metrics_variables)
+        self.last_saved = self.step
+        if os.path.exists(self.eval_path):
+            self.evals = json.loads(_read_text(self.eval_path))
+
+    def finished(self):
+        from bert_keras.checkpoints import is_complete_checkpoint
+
+        if not is_complete_checkpoint(self.final_dir):
+            self.export_final()
+        if self.cfg.total_steps:
+            self.say(f"pre-training already finished at step {self.step}; final model: {self.final_dir}")
+        else:
+            self.say(f"0 steps: the final model {self.final_dir} holds the init checkpoint's weights")
+        return self.result()
+
+    def phase_end(self, phase):
+        return self.cfg.phase1_steps if phase == 1 else self.cfg.total_steps
+
+    def phase_batches(self, phase):
+        """The phase's micro-batches as numpy, positioned after those already used."""
+        from bert_keras.data import pretraining_dataset
+
+        cfg, spec, k = self.cfg, self.spec, self.accumulation
+        seq_len, max_pred = cfg.phase_seq_len(phase), cfg.phase_max_predictions(phase)
+        micro = cfg.phase_batch_size(phase) // k
+        ds = pretraining_dataset(self.train_files, spec.vocab_path, seq_len=seq_len, max_predictions=max_pred,
+                                 batch_size=micro, lower_case=spec.lower_case,
+                                 whole_word_masking=cfg.whole_word_masking, seed=cfg.seed * 1000 + phase)
+        done = self.step - (0 if phase == 1 else cfg.phase1_steps)
+        if done:
+            ds = ds.skip(done * k)
+        self.say(f"phase {phase}: steps {self.step}..{self.phase_end(phase)} at seq_len {seq_len}, {max_pred} "
+                 f"predictions, batch {cfg.phase_batch_size(phase)} ({k} x {micro}) on {len(self.devices)} "
+                 "replica(s)")
+        return ds.as_numpy_iterator()
+
+    def train_phase(self, phase):
+        cfg, k = self.cfg, self.accumulation
+        self.phase = phase
+        batches = self.phase_batches(phase)
+        end = self.phase_end(phase)
+        window, window_steps, window_start = np.zeros(len(_STATS)), 0, time.perf_counter()
+        while self.step < end:
+            stats = np.zeros(len(_STATS))
+            for _ in range(k):
+                features, labels = next(batches)
+                logs = self.model.train_on_batch(features, labels, return_dict=True)
+                mlm_count = float(np.sum(labels["masked_weights"]))
+                nsp_count = float(len(labels["next_sentence_label"]))
+                stats += [logs["loss"] / k, logs["mlm_loss"] / k, logs["nsp_loss"] / k,
+                          logs["mlm_accuracy"] * mlm_count, mlm_count, logs["nsp_accuracy"] * nsp_count, nsp_count]
+            if not np.all(np.isfinite(stats[:3])):
+                raise NonFiniteLossError(
+                    f"loss is {stats[0]} at step {self.step + 1} (phase {phase}); training stopped, the last good "
+                    f"checkpoint (step {self.last_saved}) in {self.ckpt_dir} is kept")
+            self.step += 1
+            self.trained += 1
+            window += stats
+            window_steps += 1
+            elapsed = time.perf_counter() - window_start
+            self.progbar.update(self.step, values=[
+                ("loss", stats[0]), ("mlm_acc", stats[3] / max(stats[4], 1)),
+                ("nsp_acc", stats[5] / max(stats[6], 1)), ("steps/s", window_steps / max(elapsed, 1e-9))])
+            if self.step % cfg.log_every == 0 or self.step == end:
+                self.log(phase, window, window_steps, elapsed)
+                window, window_steps, window_start = np.zeros(len(_STATS)), 0, time.perf_counter()
+            if self.step % cfg.checkpoint_every == 0 or self.step == end:
+                self.save()
+
+    def log(self, phase, window, steps, elapsed):
+        from bert_keras.training.pretrain import _append_metrics
+
+        cfg = self.cfg
+        lr = float(keras.ops.convert_to_numpy(self.schedule(self.step - 1)))  # the rate of the last step
+        self.last_log = {
+            "step": self.step, "phase": phase, "seq_len": cfg.phase_seq_len(phase),
+            "loss": window[0] / steps, "mlm_loss": window[1] / steps, "nsp_loss": window[2] / steps,
+            "mlm_accuracy": window[3] / max(window[4], 1), "nsp_accuracy": window[5] / max(window[6], 1),
+            "examples_per_second": window[6] / max(elapsed, 1e-9),
+            "steps_per_second": steps / max(elapsed, 1e-9),
+            "learning_rate": lr, "batch_size": cfg.phase_batch_size(phase), "wall_time": time.time(),
+        }
+        _append_metrics(self.metrics_path, self.last_log)
+        self.tensorboard(self.last_log)
+
+    def tensorboard(self, record):
+        import tensorflow as tf
+
+        if self.writer is None:
+            self.writer = tf.summary.create_file_writer(os.path.join(self.model_dir, "tensorboard"))
+        with self.writer.as_default(step=self.step):
+            for key in ("loss", "mlm_loss", "nsp_loss", "mlm_accuracy", "nsp_accuracy",
+                        "examples_per_second", "learning_rate", "seq_len"):
+                tf.summary.scalar(f"pretrain/{key}", record[key])
+        self.writer.flush()
+
+    # ------------------------------------------------------------------ checkpoints
+    def save(self):
+        folder = os.path.join(self.ckpt_dir, f"step-{self.step}")
+        model_vars, opt_vars = self.model.variables, self.optimizer.variables
+        with atomic_folder(folder, may_replace=lambda _: None) as tmp:
+            for name, variables in (("model.npz", model_vars), ("optimizer.npz", opt_vars)):
+                np.savez(os.path.join(tmp, name),
+                         **{f"v{i:05d}": keras.ops.convert_to_numpy(v.value) for i, v in enumerate(variables)})
+            write_text(os.path.join(tmp, "state.json"), json.dumps({
+                "step": self.step, "phase": self.phase, "model_variables": [v.path for v in model_vars],
+                "optimizer_variables": [v.path for v in opt_vars]}, indent=1))
+        self.last_saved = self.step
+        for old in checkpoint_steps(self.ckpt_dir)[:-self.cfg.keep_checkpoints]:
+            shutil.rmtree(os.path.join(self.ckpt_dir, f"step-{old}"), ignore_errors=True)
+
+    def restore(self, folder):
+        state = json.loads(_read_text(os.path.join(folder, "state.json")))
+        for name, key, variables in (("model.npz", "model_variables", self.model.variables),
+                                     ("optimizer.npz", "optimizer_variables", self.optimizer.variables)):
+            paths = [v.path for v in variables]
+            if state.get(key) != paths:
+                raise BertKerasError(f"{folder}: its {key.replace('_', ' ')} ({len(state.get(key) or [])}) are not "
+                                     f"this run's ({len(paths)}); use a new model_dir")
+            with np.load(os.path.join(folder, name)) as values:
+                for i, v in enumerate(variables):
+                    v.assign(values[f"v{i:05d}"])
+        self.step, self.phase = int(state["step"]), int(state["phase"])
+
+    # ------------------------------------------------------------------ evaluation and export
+    def evaluate_phase(self, phase):
+        from bert_keras.data import pretraining_dataset
+
+        cfg, spec = self.cfg, self.spec
+        if not (cfg.eval_batches and self.eval_files):
+            return
+        seq_len, max_pred = cfg.phase_seq_len(phase), cfg.phase_max_predictions(phase)
+        eval_ds = pretraining_dataset(
+            self.eval_files, spec.vocab_path, seq_len=seq_len, max_predictions=max_pred,
+            batch_size=cfg.eval_batch_size or max(1, cfg.phase_batch_size(phase) // self.accumulation),
+            lower_case=spec.lower_case, whole_word_masking=cfg.whole_word_masking, seed=12345 + phase)
+        self.evals[f"phase{phase}"] = dict(evaluate(self.model, eval_ds, cfg.eval_batches),
+                                           step=self.step, seq_len=seq_len, max_predictions=max_pred)
+        write_text(self.eval_path, json.dumps(self.evals, indent=2))
+        self.say(f"held-out phase {phase}: " + ", ".join(
+            f"{k} {v:.4f}" for k, v in self.evals[f"phase{phase}"].items() if isinstance(v, float)))
+
+    def export_final(self):
+        from bert_keras.training.pretrain import _export_final
+
+        _export_final(self.model, self.final_dir, self.spec, metadata={
+            "pretrain_steps": self.step, "phase1_steps": self.cfg.phase1_steps,
+            "phase2_steps": self.cfg.phase2_steps, "init": self.spec.init})
+
+    def result(self):
+        result = {"step": self.step, "final_model": self.final_dir, "trained_steps": self.trained,
+                  "strategy": "DataParallel", "replicas": len(self.devices), "last_log": self.last_log}
+        if self.evals:
+            result["eval"] = self.evals
+        return result
+
+
+def _log_softmax(logits):
+    shifted = logits - logits.max(-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+
+
+def evaluate(model, dataset, batches):
+    """Held-out MLM/NSP loss and accuracy (dropout off) over ``batches`` batches, in numpy: the
+    main keys of `evaluate_pretrainer` (whose forward pass is a tf.function)."""
+    sums = dict.fromkeys(("mlm_sum", "mlm_count", "mlm_correct", "nsp_sum", "nsp_count", "nsp_correct"), 0.0)
+    targets_seen, nsp_labels = [], []
+    for i, (features, labels) in enumerate(dataset.as_numpy_iterator()):
+        if i >= batches:
+            break
+        out = model.predict_on_batch(features)
+        mlm = _log_softmax(np.asarray(out["mlm_logits"], np.float64))
+        nsp = _log_softmax(np.asarray(out["nsp_logits"], np.float64))
+        ids, weights = labels["masked_ids"], labels["masked_weights"].astype(np.float64)
+        nsp_label = labels["next_sentence_label"]
+        sums["mlm_sum"] -= float(np.sum(np.take_along_axis(mlm, ids[..., None], -1)[..., 0] * weights))
+        sums["mlm_count"] += float(weights.sum())
+        sums["mlm_correct"] += float(np.sum((mlm.argmax(-1) == ids) * weights))
+        sums["nsp_sum"] -= float(np.sum(np.take_along_axis(nsp, nsp_label[:, None], -1)))
+        sums["nsp_count"] += float(len(nsp_label))
+        sums["nsp_correct"] += float(np.sum(nsp.argmax(-1) == nsp_label))
+        targets_seen.append(ids[weights > 0])
+        nsp_labels.append(nsp_label)
+    if not sums["nsp_count"] or not sums["mlm_count"]:
+        raise BertKerasError("held-out data gave no batch to evaluate")
+    _, counts = np.unique(np.concatenate(targets_seen), return_counts=True)
+    frequencies = counts / counts.sum()
+    nsp_labels = np.concatenate(nsp_labels)
+    return {
+        "mlm_accuracy": sums["mlm_correct"] / sums["mlm_count"],
+        "nsp_accuracy": sums["nsp_correct"] / sums["nsp_count"],
+        "mlm_loss": sums["mlm_sum"] / sums["mlm_count"],
+        "nsp_loss": sums["nsp_sum"] / sums["nsp_count"],
+        "baseline_mlm_accuracy": float(counts.max()) / sums["mlm_count"],
+        "unigram_entropy": float(-np.sum(frequencies * np.log(frequencies))),
+        "baseline_nsp_accuracy": float(max(np.mean(nsp_labels == 0), np.mean(nsp_labels == 1))),
+        "mlm_targets": int(sums["mlm_count"]),
+        "sequences": int(sums["nsp_count"]),
+    }
