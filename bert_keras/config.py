@@ -27,6 +27,21 @@ PRESETS = {
     "large": (24, 1024, 16),
 }
 
+# Ceilings on the sizes a config may ask for, checked before anything is allocated.  Each is
+# far above any published BERT (BERT-LARGE: 24 layers, H=1024, A=16, FFN 4096, 512 positions,
+# 2 segment types; multilingual vocabularies up to 250k tokens) and low enough that a typo such as
+# ``hidden_size: 1000000000`` is refused in one line instead of failing deep inside TensorFlow.
+MAX_VOCAB_SIZE = 4_194_304  # 2**22: the largest vocabulary tensorflow-text's FastWordpieceTokenizer takes
+LIMITS = {
+    "vocab_size": MAX_VOCAB_SIZE,
+    "hidden_size": 65_536,
+    "num_layers": 1_024,
+    "num_heads": 1_024,
+    "intermediate_size": 262_144,
+    "max_position_embeddings": 65_536,
+    "type_vocab_size": 1_024,
+}
+
 # Google / Hugging Face key -> our field
 _FOREIGN_KEYS = {
     "num_hidden_layers": "num_layers",
@@ -34,6 +49,19 @@ _FOREIGN_KEYS = {
     "hidden_dropout_prob": "dropout",
     "attention_probs_dropout_prob": "attention_dropout",
 }
+
+
+def config_keys(values: dict) -> dict:
+    """Our field name -> the key that holds it in ``values`` (our JSON, Google's or Hugging Face's)."""
+    fields = {f.name for f in dataclasses.fields(BertConfig)}
+    keys = {}
+    for key in values:
+        field = _FOREIGN_KEYS.get(key, key)
+        if field in fields:
+            keys[field] = key
+    if "layer_norm_epsilon" in values and "layer_norm_eps" not in keys:
+        keys["layer_norm_eps"] = "layer_norm_epsilon"
+    return keys
 
 
 @dataclasses.dataclass
@@ -44,6 +72,16 @@ class BertConfig:
         >>> cfg = BertConfig.preset("tiny", vocab_size=1000)
         >>> cfg.num_layers, cfg.hidden_size, cfg.intermediate_size
         (2, 128, 512)
+
+    Ceilings (`LIMITS`, checked by `validate` before any weight is allocated):
+    vocab_size <= 4,194,304 (2**22, the largest vocabulary tensorflow-text's
+    FastWordpieceTokenizer accepts), hidden_size <= 65,536, num_layers <= 1,024,
+    num_heads <= 1,024, intermediate_size <= 262,144, max_position_embeddings
+    <= 65,536, type_vocab_size <= 1,024.  A value above its ceiling raises
+    `BertKerasError` naming the field, the value and the ceiling.  When a config
+    comes with weights, `load_checkpoint` also checks its sizes against the
+    tensor shapes the weights file records (see
+    `bert_keras.checkpoints.formats.check_sizes`).
     """
 
     vocab_size: int = 30522
@@ -69,6 +107,9 @@ class BertConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise BertKerasError(f"BertConfig.{name} must be a positive integer, got {value!r}")
+            if value > LIMITS[name]:
+                raise BertKerasError(f"BertConfig.{name} {value} is over the ceiling of {LIMITS[name]:,} "
+                                     "(bert_keras.config.LIMITS)")
         if self.hidden_size % self.num_heads:
             raise BertKerasError(
                 f"BertConfig.hidden_size ({self.hidden_size}) must be divisible by "
@@ -111,17 +152,16 @@ class BertConfig:
         model_type = values.get("model_type")
         if model_type not in (None, "bert"):
             raise BertKerasError(f"{source}: model_type {model_type!r} is not a BERT model")
-        fields = {f.name for f in dataclasses.fields(cls)}
-        kwargs = {}
-        for key, value in values.items():
-            key = _FOREIGN_KEYS.get(key, key)
-            if key in fields:
-                kwargs[key] = value
-        if "layer_norm_epsilon" in values and "layer_norm_eps" not in kwargs:
-            kwargs["layer_norm_eps"] = values["layer_norm_epsilon"]
+        keys = config_keys(values)
+        kwargs = {field: values[key] for field, key in keys.items()}
         for required in ("vocab_size", "hidden_size", "num_layers", "num_heads"):
             if required not in kwargs:
                 raise BertKerasError(f"{source}: missing field {required!r}")
+        for field, limit in LIMITS.items():  # named as the file names them, before anything is built
+            value = kwargs.get(field)
+            if isinstance(value, int) and not isinstance(value, bool) and value > limit:
+                raise BertKerasError(f"{source}: {keys[field]} {value} is over the ceiling of {limit:,} "
+                                     "(bert_keras.config.LIMITS)")
         kwargs.setdefault("intermediate_size", 4 * kwargs["hidden_size"])
         try:
             return cls(**kwargs)
@@ -163,7 +203,9 @@ class BertConfig:
         if flavor == "google":
             return google
         if flavor == "huggingface":
-            return {"architectures": ["BertModel"], "model_type": "bert", **google,
+            # transformers has no "gelu_approximate": its name for the tanh form is "gelu_new"
+            act = {"gelu_approximate": "gelu_new"}.get(self.hidden_act, self.hidden_act)
+            return {"architectures": ["BertModel"], "model_type": "bert", **google, "hidden_act": act,
                     "layer_norm_eps": self.layer_norm_eps, "pad_token_id": 0,
                     "position_embedding_type": "absolute"}
         raise BertKerasError(f"unknown config flavor {flavor!r}; choose bert_keras, google or huggingface")

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import glob
 import os
+import re
+import zipfile
 
 import numpy as np
 
-from bert_keras.config import BertConfig
+from bert_keras.config import BertConfig, config_keys
 from bert_keras.errors import BertKerasError, CheckpointError
 from bert_keras.utils import read_json
 
@@ -81,14 +83,16 @@ def _torch_bin(path):
             f"{path}: reading PyTorch pickles needs torch (pip install torch==2.13.0 for the CPU build), "
             "or convert the folder to model.safetensors first") from None
     try:
-        # weights_only=True: never run arbitrary pickled code from a downloaded file.
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        # weights_only=True: never run arbitrary pickled code from a downloaded file.  mmap=True
+        # (zip files, what torch >= 1.6 saves): the shapes come without reading the tensors, so
+        # `check_sizes` runs before any tensor is in memory; older pickles are read whole.
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=zipfile.is_zipfile(path))
     except Exception as e:  # noqa: BLE001 - torch raises many types for corrupt files
         raise CheckpointError(f"{path}: not a readable PyTorch weights file ({_first_line(e)})") from None
     if not isinstance(state, dict):
         raise CheckpointError(f"{path}: expected a state dict, got {type(state).__name__}")
-    arrays = {k: v.detach().float().numpy() for k, v in state.items() if hasattr(v, "detach")}
-    return {k: v.shape for k, v in arrays.items()}, arrays.__getitem__
+    tensors = {k: v for k, v in state.items() if hasattr(v, "detach")}
+    return {k: tuple(v.shape) for k, v in tensors.items()}, lambda k: tensors[k].detach().float().numpy()
 
 
 def _normalise_hf_name(name: str) -> str:
@@ -98,10 +102,85 @@ def _normalise_hf_name(name: str) -> str:
     return name
 
 
+# --------------------------------------------------------------------------- config sizes vs. weights
+# Where each size shows in the weights: (our field, which tensor, which axis); the tensor is named
+# as `mapping.encoder_entries` names it (ours, Hugging Face's, Google's).
+_SIZE_TENSORS = {
+    "bert_keras": {"word": "embeddings/token_embedding/embeddings",
+                   "segment": "embeddings/segment_embedding/embeddings",
+                   "position": "embeddings/position_embeddings",
+                   "intermediate": ("transformer_layer_0/intermediate/kernel", 1)},
+    "hf": {"word": "embeddings.word_embeddings.weight", "segment": "embeddings.token_type_embeddings.weight",
+           "position": "embeddings.position_embeddings.weight",
+           "intermediate": ("encoder.layer.0.intermediate.dense.weight", 0)},
+    "google": {"word": "bert/embeddings/word_embeddings", "segment": "bert/embeddings/token_type_embeddings",
+               "position": "bert/embeddings/position_embeddings",
+               "intermediate": ("bert/encoder/layer_0/intermediate/dense/kernel", 1)},
+}
+_LAYER_PATTERNS = {"bert_keras": r"transformer_layer_(\d+)/", "hf": r"encoder\.layer\.(\d+)\.",
+                   "google": r"bert/encoder/layer_(\d+)/"}
+
+
+def check_sizes(values, shapes, flavor, config_path, weights_path, prefix="") -> None:
+    """Refuse a config whose sizes disagree with the tensor shapes its weights file records.
+
+    Runs on the raw config dict and the shapes alone (a safetensors header, a
+    PyTorch zip's index or a TF checkpoint's index), before a `BertConfig` or
+    any weight is built, so a config asking for ``hidden_size: 1000000000``
+    next to BERT-BASE weights fails here in milliseconds with one line naming
+    the config file, the field, its value and what the weights hold.
+    Checked: vocab_size and hidden_size (token embedding), type_vocab_size,
+    max_position_embeddings, intermediate_size (first layer), num_layers
+    (layer indices present).  A tensor that is absent is left to the loader,
+    which names it.
+
+    Args:
+      values: the config dict as read (our keys, Google's or Hugging Face's).
+      shapes: tensor name -> shape, as the weights file records them.
+      flavor: "bert_keras", "hf" or "google".
+      config_path, weights_path: the two files, for the message.
+      prefix: Hugging Face's "bert." when the encoder is nested in a task model.
+    """
+    if not isinstance(values, dict):
+        return
+    keys = config_keys(values)
+    names = _SIZE_TENSORS[flavor]
+    weights = os.path.basename(os.fspath(weights_path))
+
+    def value_of(field):
+        value = values.get(keys.get(field))
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    def check(field, name, axis):
+        name = prefix + name if flavor == "hf" else name
+        value = value_of(field)
+        if value is None or name not in shapes:
+            return
+        shape = tuple(int(d) for d in shapes[name])
+        if len(shape) > axis and shape[axis] != value:
+            needed = shape[:axis] + (value,) + shape[axis + 1:]
+            raise CheckpointError(f"{config_path}: {keys[field]} {value} does not match the weights ({weights} "
+                                  f"holds {name} of shape {shape}, the config needs {needed})")
+
+    check("vocab_size", names["word"], 0)
+    check("hidden_size", names["word"], 1)
+    check("type_vocab_size", names["segment"], 0)
+    check("max_position_embeddings", names["position"], 0)
+    check("intermediate_size", *names["intermediate"])
+    layers = value_of("num_layers")
+    pattern = re.compile("^" + re.escape(prefix if flavor == "hf" else "") + _LAYER_PATTERNS[flavor])
+    found = sorted({int(m.group(1)) for m in map(pattern.match, shapes) if m})
+    if layers is not None and found and found != list(range(layers)):
+        held = f"layers {found[0]} to {found[-1]}" if len(found) > 1 else f"layer {found[0]} only"
+        raise CheckpointError(f"{config_path}: {keys['num_layers']} {layers} does not match the weights "
+                              f"({weights} holds {held}, {len(found)} in all)")
+
+
 def _open_hf(folder):
     config_path = os.path.join(folder, "config.json")
     meta = _read_json(config_path)
-    config = BertConfig.from_dict(meta, source=config_path)
+    if not isinstance(meta, dict):  # from_dict names the type
+        BertConfig.from_dict(meta, source=config_path)
     st = os.path.join(folder, "model.safetensors")
     if os.path.exists(st):
         shapes, getter = _safetensors(st)
@@ -114,6 +193,8 @@ def _open_hf(folder):
     renamed = {_normalise_hf_name(n): n for n in shapes}
     shapes = {new: shapes[old] for new, old in renamed.items()}
     prefix = "bert." if any(n.startswith("bert.") for n in shapes) else ""
+    check_sizes(meta, shapes, "hf", config_path, source, prefix)
+    config = BertConfig.from_dict(meta, source=config_path)
     return RawCheckpoint(flavor="hf", config=config, source=source, folder=folder, meta=meta, shapes=shapes,
                          getter=lambda n: getter(renamed[n]), prefix=prefix)
 
@@ -140,12 +221,15 @@ def _open_google(path):
     if not os.path.exists(config_path):
         raise CheckpointError(f"{folder}: Google checkpoint without bert_config.json")
     meta = _read_json(config_path)
-    config = BertConfig.from_dict(meta, source=config_path)
+    if not isinstance(meta, dict):  # from_dict names the type
+        BertConfig.from_dict(meta, source=config_path)
     try:
         reader = tf.train.load_checkpoint(prefix)
-        shapes = reader.get_variable_to_shape_map()
+        shapes = reader.get_variable_to_shape_map()  # from the .index file: no tensor is read
     except Exception as e:  # noqa: BLE001 - tf raises DataLossError, NotFoundError, ...
         raise CheckpointError(f"{prefix}: not a readable TensorFlow checkpoint ({_first_line(e)})") from None
+    check_sizes(meta, shapes, "google", config_path, prefix)
+    config = BertConfig.from_dict(meta, source=config_path)
     return RawCheckpoint(flavor="google", config=config, source=prefix, folder=folder, meta=meta,
                          shapes=shapes, getter=reader.get_tensor)
 
@@ -178,11 +262,12 @@ def _open_ours(folder):
     if not isinstance(meta, dict) or "config" not in meta:
         raise CheckpointError(f"{meta_path}: missing field 'config'")
     check_complete(folder, meta)
-    config = BertConfig.from_dict(meta["config"], source=meta_path)
     st = os.path.join(folder, WEIGHTS)
     if not os.path.exists(st):
         raise CheckpointError(f"{folder}: {OURS_META} found but no {WEIGHTS}")
     shapes, getter = _safetensors(st)
+    check_sizes(meta["config"], shapes, "bert_keras", meta_path, st)
+    config = BertConfig.from_dict(meta["config"], source=meta_path)
     return RawCheckpoint(flavor="bert_keras", config=config, source=st, folder=folder, meta=meta,
                          shapes=shapes, getter=getter)
 
