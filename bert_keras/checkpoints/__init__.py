@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import warnings
 
@@ -23,9 +24,16 @@ from bert_keras.errors import BertKerasError, CheckpointError
 from bert_keras.utils import atomic_folder, atomic_write, foreign_entries, import_tensorflow, write_json
 
 __all__ = ["load_checkpoint", "save_checkpoint", "model_variables", "task_of", "open_checkpoint",
-           "checkpoint_task", "check_replaceable", "is_complete_checkpoint", "TASKS"]
+           "checkpoint_task", "checkpoint_metadata", "recorded_casing", "check_replaceable",
+           "is_complete_checkpoint", "METADATA_KEY", "TASKS"]
 
 FORMAT_VERSION = 2  # 2: bert_keras.json lists the folder's files (the completion marker)
+
+# The key under which Hugging Face's config.json and Google's bert_config.json carry the metadata
+# their own fields cannot hold (task, max_seq_len, ...).  transformers keeps unknown config keys
+# as attributes and writes them back; Google's and tf-models' BertConfig.from_dict copy every key.
+METADATA_KEY = "bert_keras_metadata"
+_DEFAULT_HF_LABEL = re.compile(r"LABEL_(\d+)")
 
 
 
@@ -210,6 +218,90 @@ def load_checkpoint(path, task=None, dtype=None, **head_kwargs):
     return model
 
 
+def _hf_labels(raw):
+    """The label names of a Hugging Face config.json's ``id2label``, or None.
+
+    None when there is no ``id2label`` or when it holds only transformers'
+    defaults (``LABEL_0``, ``LABEL_1``, ...), which name no class.
+    """
+    id2label = raw.meta.get("id2label")
+    if id2label is None:
+        return None
+    where = os.path.join(raw.folder, "config.json")
+    if not isinstance(id2label, dict):
+        raise CheckpointError(f"{where}: field 'id2label' must map class ids to names, got "
+                              f"{type(id2label).__name__}")
+    labels = {}
+    for key, name in id2label.items():
+        if not str(key).isdigit():
+            raise CheckpointError(f"{where}: field 'id2label' has key {key!r}, not a class id")
+        labels[int(key)] = str(name)
+    if sorted(labels) != list(range(len(labels))):
+        raise CheckpointError(f"{where}: field 'id2label' has class ids {sorted(labels)}, not 0..{len(labels) - 1}")
+    names = [labels[i] for i in range(len(labels))]
+    if all((m := _DEFAULT_HF_LABEL.fullmatch(n)) and int(m.group(1)) == i for i, n in enumerate(names)):
+        return None
+    return names
+
+
+def checkpoint_metadata(path) -> dict:
+    """What a checkpoint records beyond config and weights, as ``bert_keras.json``'s ``"metadata"``.
+
+    ``path`` is a checkpoint folder (or an already opened `open_checkpoint`).
+    bert-keras folders: their ``"metadata"`` (task, labels, max_seq_len,
+    lower_case, ... as `finetune` writes them).  Hugging Face folders: the
+    ``bert_keras_metadata`` object of config.json (`METADATA_KEY`), with
+    ``labels`` from ``id2label`` when it names the classes (transformers'
+    default ``LABEL_<n>`` names are not labels).  Google folders: the
+    ``bert_keras_metadata`` object of bert_config.json.  ``{}`` when nothing is
+    recorded.
+    """
+    raw = path if hasattr(path, "flavor") else open_checkpoint(path)
+    meta = raw.meta if isinstance(raw.meta, dict) else {}
+    stored = meta.get("metadata") if raw.flavor == "bert_keras" else meta.get(METADATA_KEY)
+    if stored is not None and not isinstance(stored, dict):
+        field = "metadata" if raw.flavor == "bert_keras" else METADATA_KEY
+        raise CheckpointError(f"{_meta_file(raw)}: field {field!r} must be a JSON object, got "
+                              f"{type(stored).__name__}")
+    out = dict(stored or {})
+    if raw.flavor == "hf":
+        labels = _hf_labels(raw)
+        if labels is not None:
+            out["labels"] = labels
+    return out
+
+
+def _meta_file(raw):
+    name = {"bert_keras": OURS_META, "hf": "config.json", "google": "bert_config.json"}[raw.flavor]
+    return os.path.join(raw.folder, name)
+
+
+def recorded_casing(raw, vocab_path=None):
+    """The casing a checkpoint records or shows (`casing.Casing`), or None when nothing says.
+
+    Looks where `casing.resolve_casing` looks (the config, ``bert_keras.json``'s
+    ``lower_case`` or its metadata's, Hugging Face's tokenizer files, Google's
+    folder names, the vocabulary), but returns None instead of assuming
+    uncased when there is nothing to go by.
+    """
+    from bert_keras.checkpoints.casing import Casing, checkpoint_casing, recorded_lower_case
+
+    if raw.flavor == "bert_keras" and recorded_lower_case(raw.meta) is None:
+        value = recorded_lower_case(raw.meta.get("metadata"))
+        if value is not None:
+            return Casing(value, f"recorded in {OURS_META} metadata")
+    if vocab_path is not None:
+        from bert_keras.checkpoints.casing import resolve_casing
+
+        meta_file = os.path.basename(_meta_file(raw))
+        casing = resolve_casing(raw.folder, raw.meta, vocab_path, None, meta_file)
+    else:
+        casing = checkpoint_casing(raw)
+    if casing.reason.startswith("nothing recorded"):
+        return None
+    return casing
+
+
 def is_complete_checkpoint(folder) -> bool:
     """Whether ``folder`` is a complete bert-keras save (its completion marker matches, see `save_checkpoint`)."""
     from bert_keras.checkpoints.formats import check_complete
@@ -299,8 +391,17 @@ def save_checkpoint(model, folder, vocab_path=None, flavor="bert_keras", lower_c
             transformers' BertModel/BertFor*), or "google" (bert_config.json +
             bert_model.ckpt.* in Google's TF1 variable names).  The two
             foreign flavors never replace an existing non-empty folder.
-        lower_case: recorded for the tokenizer (default: ``model.lower_case``).
-        metadata: extra JSON-serialisable information (bert_keras flavor), e.g. label names.
+        lower_case: recorded for the tokenizer (default: ``model.lower_case``):
+            ``lower_case`` in bert_keras.json, ``do_lower_case`` in Hugging
+            Face's tokenizer_config.json and in Google's bert_config.json.
+        metadata: extra JSON-serialisable information, e.g. ``{"task": "classification",
+            "labels": [...], "max_seq_len": 128}``, read back by `checkpoint_metadata`.
+            bert_keras flavor: ``"metadata"`` in bert_keras.json.  huggingface:
+            label names become config.json's ``id2label``/``label2id`` (when
+            there is one per class), ``max_seq_len`` also becomes
+            tokenizer_config.json's ``model_max_length``, and the rest goes
+            under config.json's ``bert_keras_metadata``.  google: under
+            bert_config.json's ``bert_keras_metadata``.
     """
     if flavor not in ("bert_keras", "huggingface", "google"):
         raise BertKerasError(f"unknown checkpoint flavor {flavor!r}; choose bert_keras, huggingface or google")
@@ -345,16 +446,26 @@ def _save_into(model, folder, vocab_path, flavor, lower_case, metadata):
         _write_safetensors(os.path.join(folder, "model.safetensors"), tensors, metadata={"format": "pt"})
         hf = config.to_flavor("huggingface")
         hf["architectures"] = [task_names.HF_ARCHITECTURES[task]]
+        rest = dict(metadata or {})
         if task in task_names.CLASS_HEADS:
             n = model.num_classes
-            hf["id2label"] = {str(i): f"LABEL_{i}" for i in range(n)}
-            hf["label2id"] = {f"LABEL_{i}": i for i in range(n)}
+            names = [f"LABEL_{i}" for i in range(n)]
+            labels = rest.get("labels")
+            if isinstance(labels, (list, tuple)) and len(labels) == n and len({str(x) for x in labels}) == n:
+                names = [str(x) for x in rest.pop("labels")]  # else they stay under METADATA_KEY
+            hf["id2label"] = {str(i): name for i, name in enumerate(names)}
+            hf["label2id"] = {name: i for i, name in enumerate(names)}
             if task == "classification" and n == 1:
                 hf["problem_type"] = "regression"
+        if rest:
+            hf[METADATA_KEY] = rest
         write_json(os.path.join(folder, "config.json"), hf)
         if lower_case is not None:
-            write_json(os.path.join(folder, "tokenizer_config.json"),
-                        {"do_lower_case": bool(lower_case), "tokenizer_class": "BertTokenizer"})
+            tokenizer = {"do_lower_case": bool(lower_case), "tokenizer_class": "BertTokenizer"}
+            seq_len = rest.get("max_seq_len")
+            if isinstance(seq_len, int) and not isinstance(seq_len, bool) and seq_len > 0:
+                tokenizer["model_max_length"] = seq_len
+            write_json(os.path.join(folder, "tokenizer_config.json"), tokenizer)
     elif flavor == "google":
         tf = import_tensorflow(f"{folder}: writing a Google TF1 checkpoint")
         names, arrays = [], []
@@ -364,5 +475,10 @@ def _save_into(model, folder, vocab_path, flavor, lower_case, metadata):
         prefix = os.path.join(folder, "bert_model.ckpt")
         tf.raw_ops.SaveV2(prefix=prefix, tensor_names=names, shape_and_slices=[""] * len(names),
                           tensors=[tf.constant(a) for a in arrays])
-        write_json(os.path.join(folder, "bert_config.json"), config.to_flavor("google"))
+        google = config.to_flavor("google")
+        if lower_case is not None:
+            google["do_lower_case"] = bool(lower_case)  # what Google's run_*.py take as --do_lower_case
+        if metadata:
+            google[METADATA_KEY] = dict(metadata)
+        write_json(os.path.join(folder, "bert_config.json"), google)
 
