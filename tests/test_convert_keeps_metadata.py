@@ -113,6 +113,19 @@ def test_hugging_face_output_holds_the_label_names_and_transformers_reads_them(t
     assert tok("A GOOD Film")["input_ids"] == [ids["[CLS]"], ids["a"], ids["good"], ids["film"], ids["[SEP]"]]
 
 
+def test_predict_and_export_on_the_hugging_face_output_answer_with_the_label_names(tmp_path, best, cli):
+    out = tmp_path / "hf"
+    assert cli("convert", "--from", best, "--to", out, "--format", "huggingface").returncode == 0
+    want = _predict(cli, best)
+    got = _predict(cli, out)
+    assert got["label"] == want["label"] and want["label"] in LABELS
+    np.testing.assert_allclose([got["probabilities"][k] for k in LABELS],
+                               [want["probabilities"][k] for k in LABELS], atol=1e-6)
+    proc = cli("export", "--model-dir", out, "--out", tmp_path / "serving")
+    assert proc.returncode == 0, proc.stderr
+    assert _predict(cli, tmp_path / "serving")["label"] == want["label"]
+
+
 def test_hugging_face_round_trip_gets_the_label_names_back(tmp_path, best, cli):
     assert cli("convert", "--from", best, "--to", tmp_path / "hf", "--format", "huggingface").returncode == 0
     proc = cli("convert", "--from", tmp_path / "hf", "--to", tmp_path / "back")

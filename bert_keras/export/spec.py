@@ -93,13 +93,13 @@ def _num_outputs(model, task) -> int:
 
 def load_for_export(model_dir):
     """Loads a model folder for export: (keras model, folder metadata dict, raw meta dict)."""
-    from bert_keras.checkpoints import checkpoint_task, load_checkpoint, open_checkpoint
+    from bert_keras.checkpoints import checkpoint_metadata, checkpoint_task, load_checkpoint, open_checkpoint
 
     if not os.path.isdir(model_dir):
         raise BertKerasError(f"{model_dir}: no such model folder")
     raw = open_checkpoint(model_dir)
-    meta = raw.meta if isinstance(raw.meta, dict) else {}
-    metadata = (meta.get("metadata") or {}) if raw.flavor == "bert_keras" else {}
+    # labels, task, max_seq_len as any layout records them (Hugging Face: id2label's names)
+    metadata = checkpoint_metadata(raw)
     task = FINETUNE_TASKS.get(metadata.get("task")) or checkpoint_task(model_dir)
     if task not in SERVABLE:
         raise BertKerasError(f"{model_dir}: the folder holds a {task or 'bare encoder'} model; export needs a "
