@@ -161,11 +161,12 @@ def main(argv=None) -> int:
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     # Level 3 also hides the C++ "failed call to cuInit" line on machines without a GPU.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if debug else "3")
-    # Exports trace the model with TensorFlow, and the pre-training runner is tf.distribute's; both
-    # read and write checkpoint folders, so they run on TensorFlow's Keras backend whatever
-    # KERAS_BACKEND says (a JAX or PyTorch user's shell).
+    # Exports trace the model with TensorFlow: they run on TensorFlow's Keras backend whatever
+    # KERAS_BACKEND says (a JAX or PyTorch user's shell).  Pre-training runs on JAX when
+    # KERAS_BACKEND=jax (keras.distribution.DataParallel), else on TensorFlow (tf.distribute).
     words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
-    if words[:1] in (["export"], ["pretrain"]) and "keras" not in sys.modules:
+    forced = words[:1] == ["export"] or (words[:1] == ["pretrain"] and os.environ.get("KERAS_BACKEND") != "jax")
+    if forced and "keras" not in sys.modules:
         os.environ["KERAS_BACKEND"] = "tensorflow"
     if not debug:
         _quiet_python_logs()

@@ -1,4 +1,4 @@
-"""Two-phase MLM + NSP pre-training (Devlin et al., 2019) on a tf.distribute strategy.
+"""Two-phase MLM + NSP pre-training (Devlin et al., 2019) on a tf.distribute strategy, or on JAX.
 
 Phase 1 runs at sequence length 128 (20 masked-LM predictions), phase 2 at 512
 (80) for the last steps, continuing phase 1's weights.  Options come from a
@@ -9,6 +9,12 @@ other than logging, checkpointing, evaluation and devices may not change on resu
 A finished run exits at once.  The final model
 (encoder + MLM/NSP heads, with vocab.txt) is written to MODEL_DIR/final, a folder
 that fine-tuning and bk.load_checkpoint read.
+
+It runs on TensorFlow (tf.distribute) unless KERAS_BACKEND=jax: then on JAX, data-parallel
+over the local devices (keras.distribution.DataParallel; --strategy auto/mirrored: all of
+them, cpu/gpu: the first one), with its own checkpoints (checkpoints/step-N/; a run is
+resumed on the backend that started it).  The first line of output names the backend and
+the devices.
 
 examples:
   # the CPU recipe (~34 min on 2 shared cores): BERT-tiny on the Wikipedia sample, both phases
@@ -26,6 +32,10 @@ examples:
   # BERT-BASE on a Cloud TPU (see training/README.md)
   bert-keras pretrain --config training/pretrain_base_tpu.yaml --strategy tpu --tpu local \\
       --train-files 'gs://bucket/wiki/*.txt' --model-dir gs://bucket/runs/base
+
+  # on JAX: every local accelerator (or, on a CPU, N host devices with
+  # XLA_FLAGS=--xla_force_host_platform_device_count=N)
+  KERAS_BACKEND=jax bert-keras pretrain --config training/pretrain_mini_wiki.yaml --model-dir runs/mini_jax
 
   # two workers: run on each machine with its own TF_CONFIG task index
   TF_CONFIG='{"cluster":{"worker":["h1:2222","h2:2222"]},"task":{"type":"worker","index":0}}' \\
@@ -80,7 +90,8 @@ _FLAGS = {
     "strategy": dict(choices=["auto", "cpu", "gpu", "mirrored", "multiworker", "tpu"]),
     "tpu": dict(metavar="NAME", help="TPU name or grpc:// address; 'local' on a TPU VM"),
     "mixed_precision": dict(choices=list(MIXED_PRECISION)),
-    "steps_per_call": dict(type=int, metavar="N", help="optimiser steps per tf.function call (TPU: 100+)"),
+    "steps_per_call": dict(type=int, metavar="N", help="optimiser steps per tf.function call (TPU: 100+; "
+                                                       "TensorFlow only)"),
     "log_every": dict(type=int, metavar="N"),
     "checkpoint_every": dict(type=int, metavar="N"),
     "keep_checkpoints": dict(type=int, metavar="K"),

@@ -364,13 +364,14 @@ class _KerasRun:
         state = json.loads(_read_text(os.path.join(folder, "state.json")))
         for name, key, variables in (("model.npz", "model_variables", self.model.variables),
                                      ("optimizer.npz", "optimizer_variables", self.optimizer.variables)):
-            paths = [v.path for v in variables]
-            if state.get(key) != paths:
-                raise BertKerasError(f"{folder}: its {key.replace('_', ' ')} ({len(state.get(key) or [])}) are not "
-                                     f"this run's ({len(paths)}); use a new model_dir")
-            with np.load(os.path.join(folder, name)) as values:
-                for i, v in enumerate(variables):
-                    v.assign(values[f"v{i:05d}"])
+            # Paths carry per-process names (bert_pretrainer_1/...): the order and shapes must match.
+            with np.load(os.path.join(folder, name)) as stored:
+                values = [stored[f"v{i:05d}"] for i in range(len(stored.files))]
+            if [a.shape for a in values] != [tuple(v.shape) for v in variables]:
+                raise BertKerasError(f"{folder}: its {len(values)} {key.replace('_', ' ')} do not match this "
+                                     f"run's {len(variables)}; use a new model_dir")
+            for v, value in zip(variables, values):
+                v.assign(value)
         self.step, self.phase = int(state["step"]), int(state["phase"])
 
     # ------------------------------------------------------------------ evaluation and export

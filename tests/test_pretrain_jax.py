@@ -1,0 +1,222 @@
+"""The two-phase pre-training runner on the JAX backend (`bert_keras.training.keras_runner`):
+phases, metrics.jsonl, final/, resume after a kill, keras.distribution.DataParallel on two
+host devices, the CLI, gradient accumulation.  Runs under KERAS_BACKEND=jax (`make test-jax`)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+
+if keras.backend.backend() != "jax":
+    pytest.skip("the JAX runner's tests need KERAS_BACKEND=jax", allow_module_level=True)
+
+import bert_keras as bk  # noqa: E402
+from bert_keras.errors import BertKerasError  # noqa: E402
+from bert_keras.training import keras_runner  # noqa: E402
+from bert_keras.training.pretrain import PretrainConfig, pretrain, read_metrics  # noqa: E402
+
+WORDS = ("the a film movie plot is was good bad great awful fun witty dull mess jokes fall flat "
+         "gorgeous moving deeply and but not it").split()
+VOCAB = ["[PAD]"] + [f"[unused{i}]" for i in range(4)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS + \
+    [".", ",", "!", "'", "##s", "##ly", "##ing"]
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("data")
+    (folder / "vocab.txt").write_text("\n".join(VOCAB) + "\n", encoding="utf-8")
+    rng = np.random.default_rng(0)
+    docs = ["\n".join(" ".join(rng.choice(WORDS, 6)) for _ in range(8)) for _ in range(8)]
+    (folder / "corpus.txt").write_text("\n\n".join(docs) + "\n", encoding="utf-8")
+    return folder
+
+
+def _config(data, model_dir, **overrides):
+    values = dict(preset="tiny", vocab=str(data / "vocab.txt"), train_files=str(data / "corpus.txt"),
+                  model_dir=str(model_dir), phase1_steps=4, phase2_steps=0, phase1_seq_len=16,
+                  phase1_max_predictions=3, phase2_seq_len=32, phase2_max_predictions=5, batch_size=4,
+                  learning_rate=3e-3, warmup_steps=1, log_every=1, checkpoint_every=100, progress=False, seed=0)
+    values.update(overrides)
+    return PretrainConfig.from_dict(values)
+
+
+def _checkpoint_values(folder):
+    with np.load(os.path.join(folder, "model.npz")) as values:
+        return [values[k] for k in sorted(values.files)]
+
+
+def _batch(seq_len=16, predictions=3, seed=7):
+    rng = np.random.default_rng(seed)
+    return {"token_ids": rng.integers(0, len(VOCAB), (2, seq_len)).astype("int32"),
+            "segment_ids": np.zeros((2, seq_len), "int32"), "padding_mask": np.ones((2, seq_len), "int32"),
+            "masked_positions": rng.integers(1, seq_len, (2, predictions)).astype("int32")}
+
+
+def test_two_phases_log_falling_losses_and_final_equals_the_trained_model(data, tmp_path, monkeypatch, capsys):
+    trained = {}
+    export = keras_runner._KerasRun.export_final
+
+    def keep_model(self):
+        trained["model"] = self.model
+        export(self)
+
+    monkeypatch.setattr(keras_runner._KerasRun, "export_final", keep_model)
+    cfg = _config(data, tmp_path / "run", phase1_steps=24, phase2_steps=2, checkpoint_every=10, keep_checkpoints=2)
+    result = pretrain(cfg)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "backend: jax, DataParallel, 1 replica(s) on cpu:0", out[0]
+    assert result["step"] == result["trained_steps"] == 26 and result["replicas"] == 1
+
+    records, torn = read_metrics(str(tmp_path / "run" / "metrics.jsonl"))
+    assert not torn and [r["step"] for r in records] == list(range(1, 27))
+    assert [r["seq_len"] for r in records] == [16] * 24 + [32] * 2 and [r["phase"] for r in records[-2:]] == [2, 2]
+    losses = np.array([r["loss"] for r in records])
+    assert np.isfinite(losses).all()
+    for r in records:
+        assert abs(r["loss"] - r["mlm_loss"] - r["nsp_loss"]) < 1e-5 and 0 <= r["mlm_accuracy"] <= 1
+        assert r["learning_rate"] == pytest.approx(float(keras_runner.learning_rate_schedule(cfg)(r["step"] - 1)))
+    # measured: 4.50 over the first 4 steps, 4.05 over the last 4 of phase 1 (batches of 4)
+    assert losses[20:24].mean() < losses[:4].mean() - 0.25, losses
+    # the last 2 of the checkpoints at 10, 20, 24 (end of phase 1) and 26 (end of phase 2)
+    assert sorted(os.listdir(tmp_path / "run" / "checkpoints")) == ["step-24", "step-26"]
+
+    final = bk.load_checkpoint(tmp_path / "run" / "final", task="pretraining")
+    x = _batch(seq_len=32, predictions=5)
+    ours = keras.ops.convert_to_numpy(trained["model"](x, training=False)["mlm_logits"])
+    back = keras.ops.convert_to_numpy(final(x, training=False)["mlm_logits"])
+    assert np.abs(ours - back).max() == 0.0
+    # and the final model is the last checkpoint's
+    last = _checkpoint_values(tmp_path / "run" / "checkpoints" / "step-26")
+    assert all(np.array_equal(a, keras.ops.convert_to_numpy(v.value))
+               for a, v in zip(last, trained["model"].variables))
+
+
+def test_a_killed_run_resumes_to_the_uninterrupted_result(data, tmp_path, monkeypatch, capsys):
+    overrides = dict(phase1_steps=2, phase2_steps=4, checkpoint_every=3)
+    uninterrupted = pretrain(_config(data, tmp_path / "a", **overrides))
+    log = keras_runner._KerasRun.log
+
+    def killed_after_step_5(self, *args):
+        log(self, *args)
+        if self.step == 5:  # logged, not checkpointed: the newest checkpoint is step 3
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(keras_runner._KerasRun, "log", killed_after_step_5)
+    with pytest.raises(KeyboardInterrupt):
+        pretrain(_config(data, tmp_path / "b", **overrides))
+    monkeypatch.undo()
+    assert sorted(os.listdir(tmp_path / "b" / "checkpoints")) == ["step-2", "step-3"]
+    capsys.readouterr()
+    resumed = pretrain(_config(data, tmp_path / "b", **overrides))
+    assert "resuming from " in capsys.readouterr().out
+    assert resumed["trained_steps"] == 3 and resumed["step"] == uninterrupted["step"] == 6
+
+    a = _checkpoint_values(tmp_path / "a" / "checkpoints" / "step-6")
+    b = _checkpoint_values(tmp_path / "b" / "checkpoints" / "step-6")
+    # measured: 0.0 (the same XLA programs on the same CPU); the bound leaves room for other hosts
+    assert max(float(np.abs(x - y).max()) for x, y in zip(a, b)) < 1e-6
+    la = [r["loss"] for r in read_metrics(str(tmp_path / "a" / "metrics.jsonl"))[0]]
+    lb = [r["loss"] for r in read_metrics(str(tmp_path / "b" / "metrics.jsonl"))[0]]
+    assert len(lb) == 6 and np.abs(np.array(la) - np.array(lb)).max() < 1e-6, (la, lb)
+
+    again = pretrain(_config(data, tmp_path / "b", **overrides))  # finished: returns at once
+    assert again["trained_steps"] == 0 and "already finished at step 6" in capsys.readouterr().out
+    with pytest.raises(BertKerasError, match="other options"):
+        pretrain(_config(data, tmp_path / "b", **{**overrides, "learning_rate": 1e-3}))
+
+
+def test_tensorflow_runner_checkpoints_and_bad_options_are_one_line_errors(data, tmp_path):
+    (tmp_path / "tf" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "tf" / "checkpoints" / "ckpt-3.index").write_bytes(b"")
+    with pytest.raises(BertKerasError, match="tf.distribute runner"):
+        pretrain(_config(data, tmp_path / "tf"))
+    with pytest.raises(BertKerasError, match="differ"):
+        pretrain(_config(data, tmp_path / "x", phase2_steps=2, gradient_accumulation_steps=2,
+                         phase2_gradient_accumulation_steps=4))
+    with pytest.raises(BertKerasError, match="multiworker"):
+        pretrain(_config(data, tmp_path / "x", strategy="multiworker"))
+    assert not (tmp_path / "x").exists()
+
+
+def test_gradient_accumulation_steps_the_optimiser_once_per_k_micro_batches(data, tmp_path):
+    cfg = _config(data, tmp_path / "run", phase1_steps=3, gradient_accumulation_steps=2, checkpoint_every=1)
+    result = pretrain(cfg)
+    assert result["step"] == 3
+    records, _ = read_metrics(str(tmp_path / "run" / "metrics.jsonl"))
+    assert [r["step"] for r in records] == [1, 2, 3] and all(r["batch_size"] == 4 for r in records)
+    # the schedule runs per optimiser step, not per micro-batch
+    schedule = keras_runner.learning_rate_schedule(cfg)
+    assert [r["learning_rate"] for r in records] == pytest.approx([float(schedule(s)) for s in (0, 1, 2)])
+    for step in (1, 3):
+        state = json.loads((tmp_path / "run" / "checkpoints" / f"step-{step}" / "state.json").read_text())
+        with np.load(tmp_path / "run" / "checkpoints" / f"step-{step}" / "optimizer.npz") as opt:
+            index = [i for i, path in enumerate(state["optimizer_variables"]) if path.endswith("/iteration")]
+            counter = int(opt[f"v{index[0]:05d}"])
+        assert state["step"] == step and counter == 2 * step  # Keras counts micro-batches
+        # the optimiser's rate at its last micro-batch (the update) is the schedule's at the step
+        rate = keras_runner.MicroStepSchedule(schedule, 2)(counter - 1)
+        assert float(rate) == pytest.approx(float(schedule(step - 1))) and (step == 1 or float(rate) > 0)
+    w1, w3 = (_checkpoint_values(tmp_path / "run" / "checkpoints" / f"step-{s}") for s in (1, 3))
+    assert max(float(np.abs(x - y).max()) for x, y in zip(w1, w3)) > 1e-4  # it trained
+
+
+TWO_DEVICES = """
+import json, sys
+from bert_keras.training.pretrain import PretrainConfig, pretrain, read_metrics
+values = json.loads(sys.argv[1])
+losses = {}
+for strategy in ("auto", "cpu"):
+    run = dict(values, strategy=strategy, model_dir=values["model_dir"] + "-" + strategy)
+    pretrain(PretrainConfig.from_dict(run))
+    losses[strategy] = [r["loss"] for r in read_metrics(run["model_dir"] + "/metrics.jsonl")[0]]
+try:
+    pretrain(PretrainConfig.from_dict(dict(values, batch_size=3, model_dir=values["model_dir"] + "-odd")))
+except Exception as e:
+    print("error:", e)
+print("losses:", json.dumps(losses))
+"""
+
+
+def _environment(**extra):
+    env = {**os.environ, "KERAS_BACKEND": "jax", "CUDA_VISIBLE_DEVICES": "", "JAX_PLATFORMS": "cpu", **extra}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (REPO, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def test_data_parallel_on_two_host_devices_gives_the_one_device_losses(data, tmp_path):
+    values = _config(data, tmp_path / "run", phase1_steps=3).to_dict()
+    proc = subprocess.run([sys.executable, "-c", TWO_DEVICES, json.dumps(values)], capture_output=True, text=True,
+                          env=_environment(XLA_FLAGS="--xla_force_host_platform_device_count=2"), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "backend: jax, DataParallel, 2 replica(s) on cpu:0, cpu:1", lines[0]
+    assert "backend: jax, DataParallel, 1 replica(s) on cpu:0" in lines
+    assert any(line.startswith("error: phase 1: micro-batch 3") and "not divisible by 2 devices" in line
+               for line in lines), lines
+    losses = json.loads(next(line for line in lines if line.startswith("losses:"))[len("losses:"):])
+    # the same global batches, dropout masks and update on 2 devices as on 1; measured 4.8e-7
+    assert len(losses["auto"]) == 3 and np.abs(np.subtract(losses["auto"], losses["cpu"])).max() < 5e-6, losses
+    assert bk.load_checkpoint(tmp_path / "run-auto" / "final", task="pretraining") is not None
+
+
+def test_cli_pretrain_on_jax_says_so_first_and_tensorflow_refuses_its_folder(data, tmp_path):
+    args = [sys.executable, "-m", "bert_keras", "pretrain", "--preset", "tiny", "--vocab", str(data / "vocab.txt"),
+            "--train-files", str(data / "corpus.txt"), "--model-dir", str(tmp_path / "run"), "--phase1-steps", "2",
+            "--phase2-steps", "0", "--phase1-seq-len", "16", "--phase1-max-predictions", "3", "--batch-size", "4",
+            "--no-progress"]
+    proc = subprocess.run(args, capture_output=True, text=True, env=_environment(), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines()[0] == "backend: jax, DataParallel, 1 replica(s) on cpu:0", proc.stdout
+    assert json.loads(proc.stdout[proc.stdout.index("{"):])["step"] == 2
+    pre = bk.load_checkpoint(tmp_path / "run" / "final", task="pretraining")
+    assert np.isfinite(keras.ops.convert_to_numpy(pre(_batch(), training=False)["mlm_logits"])).all()
+    # the tf.distribute runner does not take over the JAX runner's checkpoints
+    proc = subprocess.run(args, capture_output=True, text=True, env=_environment(KERAS_BACKEND="tensorflow"),
+                          timeout=600)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
+    assert "holds checkpoints of the JAX runner" in proc.stderr
