@@ -51,9 +51,10 @@ test-tf221: install-tf221
 
 # The model-level suite (tests/test_backends.py: parity on real weights, fit in float32 and
 # bf16, checkpoints, fine-tuning, no TensorFlow on the model path) on the other Keras backends;
-# the JAX leg also runs the accelerator benchmark at its tiny size on the CPU.
+# the JAX leg also runs the pre-training runner on JAX (tests/test_pretrain_jax.py) and the
+# accelerator benchmark at its tiny size on the CPU.
 test-jax: install
-	KERAS_BACKEND=jax $(BIN)/python -m pytest $(PYTEST_ARGS) tests/test_backends.py
+	KERAS_BACKEND=jax $(BIN)/python -m pytest $(PYTEST_ARGS) tests/test_backends.py tests/test_pretrain_jax.py
 	KERAS_BACKEND=jax $(BIN)/python benchmarks/bench_accelerator.py --preset tiny --steps 3
 
 test-torch: install
