@@ -108,14 +108,14 @@ class BertSelfAttention(keras.layers.Layer):
         qkv = self.qkv(x)
         if packing is not None:
             qkv = packing.scatter(qkv)
-        context = self._attend(qkv, attention_bias, training, fused_kernels=(
-            bool(training) and packing is None and self.masking == "additive"
-            and fused.use_fused(self.kernels, self.compute_dtype)))
+        fast = self.masking == "additive" and fused.use_fused(self.kernels, self.compute_dtype)
+        context = self._attend(qkv, attention_bias, training, fused_softmax=fast,
+                               fused_kernels=bool(training) and packing is None and fast)
         if packing is not None:
             context = packing.gather(context)
         return self.output_dense(context)
 
-    def _attend(self, qkv, attention_bias, training, fused_kernels=False):
+    def _attend(self, qkv, attention_bias, training, fused_kernels=False, fused_softmax=False):
         """[B, L, 3H] fused projections -> [B, L, H] context (before the output dense)."""
         batch, length = ops.shape(qkv)[0], ops.shape(qkv)[1]
         scale = 1.0 / math.sqrt(self.head_size)
@@ -148,6 +148,8 @@ class BertSelfAttention(keras.layers.Layer):
             # The bias may arrive autocast to the compute dtype; -10000 survives bf16/fp16.
             if self.masking == "select":
                 probs = select_masked_softmax(ops.cast(scores, "float32"), attention_bias)
+            elif fused_softmax:  # TensorFlow's kernel, in bf16 with oneDNN (float32 inside)
+                probs = fused.masked_softmax(scores, attention_bias)
             else:
                 probs = ops.softmax(ops.cast(scores, "float32") + ops.cast(attention_bias, "float32"), axis=-1)
             probs = self.dropout(ops.cast(probs, self.compute_dtype), training=training)

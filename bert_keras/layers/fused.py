@@ -256,11 +256,7 @@ def masked_softmax_dropout(scores, attention_bias, bits, threshold, scale):
 
     @tf.custom_gradient
     def fn(scores):
-        if scores.dtype == tf.bfloat16 and _onednn():
-            probs = tf.nn.softmax(scores + tf.cast(attention_bias, scores.dtype), axis=-1)
-        else:
-            logits = tf.cast(scores, tf.float32) + tf.cast(attention_bias, tf.float32)
-            probs = tf.cast(tf.nn.softmax(logits, axis=-1), scores.dtype)
+        probs = masked_softmax(scores, attention_bias)
         out = probs if bits is None else _compiled("dropout_apply", _dropout)(probs, bits, threshold, scale)
 
         def grad(dy):
@@ -270,6 +266,46 @@ def masked_softmax_dropout(scores, attention_bias, bits, threshold, scale):
         return out, grad
 
     return fn(scores)
+
+
+def masked_softmax(scores, attention_bias):
+    """softmax(scores + bias) in scores' dtype, for `masked_softmax_dropout` and inference.
+
+    With oneDNN (see `_onednn`) on bf16 scores, TensorFlow's softmax runs in oneDNN's kernel,
+    which computes max, exp and sum in float32 and rounds the probabilities once: the same
+    numbers as casting to float32 first, without the two casts of [B, N, Lq, Lk].
+    """
+    import tensorflow as tf
+
+    if scores.dtype == tf.bfloat16 and _onednn():
+        return tf.nn.softmax(scores + tf.cast(attention_bias, scores.dtype), axis=-1)
+    logits = tf.cast(scores, tf.float32) + tf.cast(attention_bias, tf.float32)
+    return tf.cast(tf.nn.softmax(logits, axis=-1), scores.dtype)
+
+
+def dense_gelu(x, kernel, bias):
+    """GELU(x W + b), exact (erf form), for 16-bit inference on TensorFlow with oneDNN.
+
+    Written as MatMul, BiasAdd and Gelu on 2-D rows, the pattern TensorFlow's graph
+    remapper fuses into one oneDNN matmul with its bias and GELU as post-ops (computed in
+    float32 inside the kernel, rounded once to x's dtype).  The plain path casts [.., 4H]
+    to float32 and back around ten element-wise ops, each a pass in emulated bf16.  Where
+    the pattern is not fused (no oneDNN), TensorFlow's bf16 GELU is slow: `use_dense_gelu`
+    says when to call this.
+    """
+    import tensorflow as tf
+
+    w = tf.cast(kernel, x.dtype)
+    rows = tf.reshape(x, [-1, tf.shape(x)[-1]])
+    y = tf.nn.gelu(tf.nn.bias_add(tf.matmul(rows, w), tf.cast(bias, x.dtype)), approximate=False)
+    return tf.reshape(y, tf.concat([tf.shape(x)[:-1], tf.shape(w)[-1:]], 0))
+
+
+def use_dense_gelu(kernels, dtype) -> bool:
+    """Whether `dense_gelu` applies: `use_fused` allows the kernels, the compute dtype is
+    bfloat16 and oneDNN runs it (see `_onednn`)."""
+    return (keras.backend.standardize_dtype(dtype) == "bfloat16" and use_fused(kernels, dtype)
+            and _onednn())
 
 
 def _onednn():

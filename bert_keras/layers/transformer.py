@@ -77,7 +77,13 @@ class TransformerBlock(keras.layers.Layer):
         attended = self.attention(x, attention_bias, training=training, packing=packing)
         x = self._add_and_norm(attended, x, self.attention_dropout_layer, self.attention_layer_norm,
                                training, fast and bool(training))
-        hidden = self.feed_forward(x, fused_kernel=fast)
+        if (not training and self.hidden_act == "gelu" and self.intermediate.use_bias
+                and fused.use_dense_gelu(self.kernels, self.compute_dtype)):
+            # inference: the first matmul, its bias and the GELU as one oneDNN kernel
+            dense = self.intermediate
+            hidden = self.output_dense(fused.dense_gelu(x, dense.kernel.value, dense.bias.value))
+        else:
+            hidden = self.feed_forward(x, fused_kernel=fast)
         return self._add_and_norm(hidden, x, self.output_dropout, self.output_layer_norm,
                                   training, fast and bool(training))
 
