@@ -220,3 +220,40 @@ def test_cli_pretrain_on_jax_says_so_first_and_tensorflow_refuses_its_folder(dat
                           timeout=600)
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
     assert "holds checkpoints of the JAX runner" in proc.stderr
+
+
+ON_TORCH = """
+import json, sys
+import numpy as np
+from bert_keras.training import keras_runner
+from bert_keras.training.pretrain import PretrainConfig, pretrain
+values = json.loads(sys.argv[1])
+pretrain(PretrainConfig.from_dict(dict(values, model_dir=values["model_dir"] + "-a")))
+log = keras_runner._KerasRun.log
+def killed_after_step_3(self, *args):
+    log(self, *args)
+    if self.step == 3:
+        raise KeyboardInterrupt
+keras_runner._KerasRun.log = killed_after_step_3
+try:
+    pretrain(PretrainConfig.from_dict(dict(values, model_dir=values["model_dir"] + "-b")))
+except KeyboardInterrupt:
+    print("killed")
+keras_runner._KerasRun.log = log
+result = pretrain(PretrainConfig.from_dict(dict(values, model_dir=values["model_dir"] + "-b")))
+weights = [np.load(values["model_dir"] + f"-{run}/checkpoints/step-4/model.npz") for run in "ab"]
+print("resumed:", result["trained_steps"], max(float(np.abs(weights[0][k] - weights[1][k]).max()) for k in weights[0]))
+"""
+
+
+def test_pytorch_runs_the_same_runner_on_one_device_and_resumes(data, tmp_path):
+    values = _config(data, tmp_path / "run", checkpoint_every=2).to_dict()
+    proc = subprocess.run([sys.executable, "-c", ON_TORCH, json.dumps(values)], capture_output=True, text=True,
+                          env=_environment(KERAS_BACKEND="torch"), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "backend: torch, one device, 1 replica(s) on cpu", lines[0]
+    assert "killed" in lines and any(line.startswith("resuming from ") for line in lines), lines
+    trained, difference = lines[-1][len("resumed:"):].split()
+    assert int(trained) == 2 and float(difference) < 1e-6, lines[-1]  # measured 0.0
+    assert bk.load_checkpoint(tmp_path / "run-b" / "final", task="pretraining") is not None

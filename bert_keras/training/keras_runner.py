@@ -1,7 +1,7 @@
 """The two-phase pre-training runner on Keras' own training step: JAX on all local devices.
 
 `bert_keras.training.pretrain.pretrain` hands a run to this module when Keras runs on
-JAX.  It does what the tf.distribute runner does (the phases, the same data stream per
+JAX (or on PyTorch: one device, no keras.distribution).  It does what the tf.distribute runner does (the phases, the same data stream per
 (seed, phase), resume after a kill, checkpoints every ``checkpoint_every`` steps and at
 phase ends, ``metrics.jsonl``, gradient accumulation, ``init`` from a checkpoint, held-out
 evaluation after each phase, ``final/`` written with `save_checkpoint`), with Keras'
@@ -20,7 +20,8 @@ backend-neutral pieces:
 * checkpoints: ``model_dir/checkpoints/step-<N>/`` written whole (`atomic_folder`):
   ``model.npz`` (every model variable, dropout seed states included), ``optimizer.npz``
   (every optimiser variable: moments, iteration counter, accumulators) and ``state.json``
-  (step, phase, the variables' paths); the last ``keep_checkpoints`` are kept.
+  (step, phase, the variables' paths), on PyTorch also ``torch_rng.npz`` (torch's global
+  generator, which dropout draws from there); the last ``keep_checkpoints`` are kept.
 
 The data stream of a phase is a deterministic function of (seed, phase): a resumed run
 skips the micro-batches already used and continues as the uninterrupted run would.
@@ -89,6 +90,15 @@ def select_devices(strategy, tpu=None):
     if strategy == "multiworker":
         raise BertKerasError("strategy multiworker is tf.distribute's: on JAX the runner uses this host's "
                              "devices (strategy auto), or run with KERAS_BACKEND=tensorflow")
+    if keras.backend.backend() == "torch":  # no keras.distribution: Keras' own device
+        if strategy in ("tpu", "mirrored"):
+            raise BertKerasError(f"strategy {strategy}: on PyTorch the runner trains on one device; use strategy "
+                                 "auto, cpu or gpu, or KERAS_BACKEND=jax or tensorflow for several")
+        import torch
+
+        if strategy == "gpu" and not torch.cuda.is_available():
+            raise BertKerasError("strategy gpu: PyTorch sees no GPU on this machine")
+        return ["cuda:0" if torch.cuda.is_available() and strategy != "cpu" else "cpu"]
     if tpu not in (None, "local"):
         raise BertKerasError(f"tpu {tpu!r}: on JAX the runner uses the TPU cores attached to this host "
                              "(tpu local, or leave it out)")
@@ -114,17 +124,37 @@ def _commit(variables):
             v.assign(jax.device_put(value, value.sharding))
 
 
+def _torch_rng_states():
+    import torch
+
+    states = {"cpu": torch.get_rng_state().numpy()}
+    if torch.cuda.is_available():
+        states.update({f"cuda{i}": s.numpy() for i, s in enumerate(torch.cuda.get_rng_state_all())})
+    return states
+
+
+def _set_torch_rng_states(states):
+    import torch
+
+    torch.set_rng_state(torch.from_numpy(states["cpu"]))
+    cuda = [torch.from_numpy(states[k]) for k in sorted(k for k in states if k.startswith("cuda"))]
+    if cuda and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(cuda)
+
+
 def pretrain_keras(cfg) -> dict:
     """`pretrain` on the JAX backend (see the module docstring); same arguments and result."""
     backend = keras.backend.backend()
-    if backend != "jax":
-        raise BertKerasError(f"the Keras pre-training runner runs on JAX, and Keras runs on {backend} in this "
-                             "process: set KERAS_BACKEND=jax, or run `bert-keras pretrain` (TensorFlow)")
+    if backend not in ("jax", "torch"):
+        raise BertKerasError(f"the Keras pre-training runner runs on JAX or PyTorch, and Keras runs on {backend} "
+                             "in this process: use bert_keras.training.pretrain.pretrain")
     run = _KerasRun(cfg)
-    previous = keras.distribution.distribution()
     with single_writer(run.model_dir):
         os.makedirs(run.model_dir, exist_ok=True)
         run.find_checkpoint()  # read again under the lock
+        if run.distribution is None:
+            return run.run()
+        previous = keras.distribution.distribution()
         try:
             keras.distribution.set_distribution(run.distribution)
             return run.run()
@@ -154,7 +184,8 @@ class _KerasRun:
         self.accumulation = accumulations.pop() if accumulations else 1
         self.cfg = cfg
         self.devices = select_devices(cfg.strategy, cfg.tpu)
-        self.distribution = keras.distribution.DataParallel(devices=self.devices)
+        self.jax = keras.backend.backend() == "jax"
+        self.distribution = keras.distribution.DataParallel(devices=self.devices) if self.jax else None
         for p in used:
             micro = cfg.phase_batch_size(p) // self.accumulation
             if micro % len(self.devices):
@@ -173,7 +204,8 @@ class _KerasRun:
         print(line, flush=True)
 
     def describe_devices(self):
-        return (f"backend: {keras.backend.backend()}, DataParallel, {len(self.devices)} replica(s) on "
+        kind = "DataParallel" if self.jax else "one device"
+        return (f"backend: {keras.backend.backend()}, {kind}, {len(self.devices)} replica(s) on "
                 f"{', '.join(self.devices)}")
 
     def find_checkpoint(self):
@@ -248,7 +280,8 @@ class _KerasRun:
         self.step, self.phase = 0, 1
         if self.latest:
             self.restore(self.latest)
-        _commit(self.model.variables + self.optimizer.variables + self.model.metrics_variables)
+        if self.jax:
+            _commit(self.model.variables + self.optimizer.variables + self.model.metrics_variables)
         self.last_saved = self.step
         if os.path.exists(self.eval_path):
             self.evals = json.loads(_read_text(self.eval_path))
@@ -353,6 +386,8 @@ class _KerasRun:
             for name, variables in (("model.npz", model_vars), ("optimizer.npz", opt_vars)):
                 np.savez(os.path.join(tmp, name),
                          **{f"v{i:05d}": keras.ops.convert_to_numpy(v.value) for i, v in enumerate(variables)})
+            if not self.jax:  # dropout of an unseeded layer draws from torch's global generator
+                np.savez(os.path.join(tmp, "torch_rng.npz"), **_torch_rng_states())
             write_text(os.path.join(tmp, "state.json"), json.dumps({
                 "step": self.step, "phase": self.phase, "model_variables": [v.path for v in model_vars],
                 "optimizer_variables": [v.path for v in opt_vars]}, indent=1))
@@ -372,6 +407,9 @@ class _KerasRun:
                                      f"run's {len(variables)}; use a new model_dir")
             for v, value in zip(variables, values):
                 v.assign(value)
+        if not self.jax and os.path.exists(os.path.join(folder, "torch_rng.npz")):
+            with np.load(os.path.join(folder, "torch_rng.npz")) as stored:
+                _set_torch_rng_states(dict(stored))
         self.step, self.phase = int(state["step"]), int(state["phase"])
 
     # ------------------------------------------------------------------ evaluation and export
@@ -401,7 +439,7 @@ class _KerasRun:
 
     def result(self):
         result = {"step": self.step, "final_model": self.final_dir, "trained_steps": self.trained,
-                  "strategy": "DataParallel", "replicas": len(self.devices), "last_log": self.last_log}
+                  "strategy": "DataParallel" if self.jax else "one device", "replicas": len(self.devices), "last_log": self.last_log}
         if self.evals:
             result["eval"] = self.evals
         return result

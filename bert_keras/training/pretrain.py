@@ -2,7 +2,8 @@
 
 On the JAX Keras backend `pretrain` hands the run to `bert_keras.training.keras_runner`
 (Keras' own training step on ``keras.distribution.DataParallel`` over the local devices,
-Keras-native checkpoints); the rest of this docstring describes the TensorFlow runner.
+Keras-native checkpoints), and on PyTorch too (one device); the rest of this docstring
+describes the TensorFlow runner.
 
 The paper's recipe (Devlin et al., 2019, appendix A.2): 90% of the steps at
 sequence length 128 with 20 masked-LM predictions, the last 10% at 512 with
@@ -186,14 +187,15 @@ def pretrain(cfg: PretrainConfig, strategy: tf.distribute.Strategy | None = None
 
     from bert_keras.training import keras_runner
 
-    if keras.backend.backend() == "jax":  # Keras' own training step on keras.distribution.DataParallel
+    backend = keras.backend.backend()
+    if backend in ("jax", "torch"):  # Keras' own training step (JAX: on keras.distribution.DataParallel)
         if strategy is not None:
-            raise BertKerasError("a tf.distribute strategy was passed and Keras runs on jax in this process: "
-                                 "on JAX the runner takes its devices from cfg.strategy")
+            raise BertKerasError(f"a tf.distribute strategy was passed and Keras runs on {backend} in this process: "
+                                 "there the runner takes its devices from cfg.strategy")
         return keras_runner.pretrain_keras(cfg)
-    if keras.backend.backend() != "tensorflow":
+    if backend != "tensorflow":
         raise BertKerasError(
-            f"the pre-training runner runs on TensorFlow or JAX and Keras runs on {keras.backend.backend()} in this "
+            f"the pre-training runner runs on TensorFlow, JAX or PyTorch and Keras runs on {backend} in this "
             "process: run `bert-keras pretrain` (TensorFlow unless KERAS_BACKEND=jax), or train "
             "BertPretrainer with compile() + fit() on this backend")
     run = _Run(cfg, strategy)
