@@ -192,6 +192,8 @@ class _KerasRun:
                 raise BertKerasError(f"phase {p}: micro-batch {micro} (batch {cfg.phase_batch_size(p)} / "
                                      f"{self.accumulation} accumulation steps) is not divisible by "
                                      f"{len(self.devices)} devices")
+        if cfg.eval_batches and cfg.eval_batch_size and cfg.eval_batch_size % len(self.devices):
+            raise BertKerasError(f"eval_batch_size {cfg.eval_batch_size} is not divisible by {len(self.devices)} devices")
         self.model_dir = cfg.model_dir
         join = lambda name: os.path.join(self.model_dir, name)  # noqa: E731
         self.config_path, self.final_dir = join("pretrain_config.json"), join("final")
