@@ -84,7 +84,8 @@ def holds_tensorflow_checkpoints(ckpt_dir):
 
 
 def select_devices(strategy, tpu=None):
-    """The devices (Keras names, e.g. ``cpu:0``) a run on JAX uses for ``strategy``."""
+    """The devices (Keras names, e.g. ``cpu:0``) a run uses for ``strategy``: on JAX those of the
+    ``DataParallel``, on PyTorch the one device Keras places tensors on."""
     from keras import distribution
 
     if strategy == "multiworker":
@@ -106,7 +107,7 @@ def select_devices(strategy, tpu=None):
     try:
         devices = list(distribution.list_devices(kind))
     except Exception as e:  # noqa: BLE001 - JAX names a missing platform in many ways
-        devices, why = [], str(e).splitlines()[0] if str(e) else type(e).__name__
+        why = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise BertKerasError(f"strategy {strategy}: JAX sees no {kind} device ({why})") from None
     if not devices:
         raise BertKerasError(f"strategy {strategy}: JAX sees no {kind or 'local'} device")
@@ -143,7 +144,7 @@ def _set_torch_rng_states(states):
 
 
 def pretrain_keras(cfg) -> dict:
-    """`pretrain` on the JAX backend (see the module docstring); same arguments and result."""
+    """`pretrain` on the JAX or PyTorch backend (see the module docstring); same arguments and result."""
     backend = keras.backend.backend()
     if backend not in ("jax", "torch"):
         raise BertKerasError(f"the Keras pre-training runner runs on JAX or PyTorch, and Keras runs on {backend} "
