@@ -115,10 +115,14 @@ def test_pretraining_notebook_runs_both_phases_and_writes_a_loadable_model(pretr
     pre = bk.load_checkpoint(run_dir / "final", task="pretraining")
     assert isinstance(pre, bk.BertPretrainer) and pre.encoder.config.num_layers == 2
     assert "the capital of france is [MASK] .  ->  " in text  # the fill-in cell ran on the reloaded model
-    # the JAX section: keras.distribution over two CPU devices, its checkpoint read here on TensorFlow
-    assert "backend: jax, 2 device(s): cpu:0, cpu:1" in text and "JAX: 4 steps, loss " in text
-    assert f"{run_dir / 'jax_final'}: loaded on tensorflow, " in text
-    jax_pre = bk.load_checkpoint(run_dir / "jax_final", task="pretraining")
+    # the JAX section: the same runner with keras.distribution over two CPU devices, both phases,
+    # its final/ read here on TensorFlow
+    assert "backend: jax, DataParallel, 2 replica(s) on cpu:0, cpu:1" in text and "JAX: 4 steps, loss " in text
+    jax_logs = [json.loads(line) for line in (run_dir / "jax" / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["phase"], r["seq_len"]) for r in jax_logs][-1] == (2, 512)
+    assert all(np.isfinite(r["loss"]) and r["loss"] > 0 for r in jax_logs)
+    assert f"{run_dir / 'jax'}/final: loaded on tensorflow, " in text
+    jax_pre = bk.load_checkpoint(run_dir / "jax" / "final", task="pretraining")
     assert [w.shape for w in jax_pre.weights] == [w.shape for w in pre.weights]
 
 

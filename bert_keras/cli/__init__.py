@@ -23,7 +23,7 @@ import warnings
 # name -> (module, one-line help)
 SUBCOMMANDS = {
     "demo": ("demo", "the main job on the embedded default data, end to end"),
-    "pretrain": ("pretrain", "two-phase MLM+NSP pre-training on a tf.distribute strategy"),
+    "pretrain": ("pretrain", "two-phase MLM+NSP pre-training (tf.distribute, or keras.distribution on JAX)"),
     "finetune": ("finetune", "fine-tune: classification, regression, ner, squad, squad2, multiple-choice"),
     "evaluate": ("evaluate", "evaluate a fine-tuned model folder on a data file"),
     "export": ("export", "export a model folder as SavedModel or TFLite"),
