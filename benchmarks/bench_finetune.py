@@ -140,7 +140,10 @@ def main():
             results[name].append(fn())
             print(f"[{r + 1}/{args.repeats}] {name}: {results[name][-1]:.1f} examples/s", flush=True)
     med = {k: statistics.median(v) for k, v in results.items()}
-    print(f"\nfine-tuning throughput, {args.examples} real snippets, batch {BATCH}, median of {args.repeats}")
+    import machine
+
+    print(f"\n{machine.describe()}")
+    print(f"fine-tuning throughput, {args.examples} real snippets, batch {BATCH}, median of {args.repeats}")
     print(f"{'run':<24}{'examples/s':>12}{'vs HF fp32':>12}{'vs keras-hub fp32':>19}")
     for k, v in med.items():
         hf = med.get("Hugging Face float32")
@@ -152,7 +155,7 @@ def main():
         from bert_keras.utils import write_json
 
         load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-        write_json(args.json, {"examples": args.examples, "repeats": args.repeats, "batch": BATCH,
+        write_json(args.json, {"cpu": machine.cpu(), "examples": args.examples, "repeats": args.repeats, "batch": BATCH,
                                "load_after": load, "examples_per_second": results, "median": med})
 
 
