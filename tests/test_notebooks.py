@@ -121,6 +121,9 @@ def test_pretraining_notebook_runs_both_phases_and_writes_a_loadable_model(pretr
     jax_logs = [json.loads(line) for line in (run_dir / "jax" / "metrics.jsonl").read_text().splitlines()]
     assert [(r["phase"], r["seq_len"]) for r in jax_logs][-1] == (2, 512)
     assert all(np.isfinite(r["loss"]) and r["loss"] > 0 for r in jax_logs)
+    jax_evals = json.loads((run_dir / "jax" / "eval.json").read_text())  # held-out scoring, on JAX
+    assert [jax_evals[p]["seq_len"] for p in ("phase1", "phase2")] == [128, 512]
+    assert all(0 <= jax_evals[p]["nsp_accuracy"] <= 1 and jax_evals[p]["mlm_loss"] > 0 for p in jax_evals)
     assert f"{run_dir / 'jax'}/final: loaded on tensorflow, " in text
     jax_pre = bk.load_checkpoint(run_dir / "jax" / "final", task="pretraining")
     assert [w.shape for w in jax_pre.weights] == [w.shape for w in pre.weights]

@@ -58,22 +58,29 @@ def evaluate_pretrainer(model, dataset, batches, mask_id=None):
     if not sums:
         raise BertKerasError("held-out data gave no batch to evaluate")
     nsp_labels = np.concatenate(nsp_labels)
-    counts = np.array(list(target_counts.values()), dtype=np.float64)
-    frequencies = counts / counts.sum()
-    result = {
-        "mlm_accuracy": sums["mlm_correct"] / sums["mlm_count"],
-        "nsp_accuracy": sums["nsp_correct"] / sums["nsp_count"],
-        "mlm_loss": sums["mlm_sum"] / sums["mlm_count"],
-        "nsp_loss": sums["nsp_sum"] / sums["nsp_count"],
-        "baseline_mlm_accuracy": float(counts.max()) / sums["mlm_count"],
-        "unigram_entropy": float(-np.sum(frequencies * np.log(frequencies))),
-        "baseline_nsp_accuracy": float(max(np.mean(nsp_labels == 0), np.mean(nsp_labels == 1))),
-        "mlm_targets": int(sums["mlm_count"]),
-        "sequences": int(sums["nsp_count"]),
-    }
+    result = summary(sums, np.array(list(target_counts.values()), dtype=np.float64), nsp_labels)
     if mask_id is not None:
         for name, (correct, count) in split.items():
             result[f"mlm_accuracy_at_{name}"] = correct / count if count else float("nan")
             result[f"mlm_targets_at_{name}"] = count
     return result
 
+
+
+def summary(sums, target_counts, nsp_labels) -> dict:
+    """The held-out results from summed terms (``mlm_sum``, ``mlm_count``, ``mlm_correct`` and
+    the same for ``nsp``), the count of each MLM target token and the NSP labels seen: loss
+    and accuracy per task, and the baselines a model that learnt nothing would reach
+    (always the most frequent target; the unigram entropy; the majority NSP label)."""
+    frequencies = target_counts / target_counts.sum()
+    return {
+        "mlm_accuracy": sums["mlm_correct"] / sums["mlm_count"],
+        "nsp_accuracy": sums["nsp_correct"] / sums["nsp_count"],
+        "mlm_loss": sums["mlm_sum"] / sums["mlm_count"],
+        "nsp_loss": sums["nsp_sum"] / sums["nsp_count"],
+        "baseline_mlm_accuracy": float(target_counts.max()) / sums["mlm_count"],
+        "unigram_entropy": float(-np.sum(frequencies * np.log(frequencies))),
+        "baseline_nsp_accuracy": float(max(np.mean(nsp_labels == 0), np.mean(nsp_labels == 1))),
+        "mlm_targets": int(sums["mlm_count"]),
+        "sequences": int(sums["nsp_count"]),
+    }

@@ -41,7 +41,8 @@ import keras
 import numpy as np
 
 from bert_keras.errors import BertKerasError
-from bert_keras.training.loop import NonFiniteLossError
+# the window statistics, summed over optimiser steps (loss terms) or micro-batches (counts)
+from bert_keras.training.loop import _STATS, NonFiniteLossError
 from bert_keras.training.optimization import create_optimizer
 from bert_keras.training.pretrain_config import (_file_list, _read_text, check_resume_options,
                                                  learning_rate_schedule, split_heldout)
@@ -52,8 +53,6 @@ from bert_keras.utils import atomic_folder, single_writer, write_text
 logger = logging.getLogger("bert_keras.training")
 
 STEP_FOLDER = re.compile(r"^step-(\d+)$")
-# The window statistics, summed over optimiser steps (loss terms) or micro-batches (counts).
-_STATS = ("loss", "mlm_loss", "nsp_loss", "mlm_correct", "mlm_count", "nsp_correct", "nsp_count")
 
 
 class MicroStepSchedule(keras.optimizers.schedules.LearningRateSchedule):
@@ -355,18 +354,9 @@ class _KerasRun:
                 self.save()
 
     def log(self, phase, window, steps, elapsed):
-        from bert_keras.training.pretrain import _append_metrics
+        from bert_keras.training.pretrain import _append_metrics, metrics_record
 
-        cfg = self.cfg
-        lr = float(keras.ops.convert_to_numpy(self.schedule(self.step - 1)))  # the rate of the last step
-        self.last_log = {
-            "step": self.step, "phase": phase, "seq_len": cfg.phase_seq_len(phase),
-            "loss": window[0] / steps, "mlm_loss": window[1] / steps, "nsp_loss": window[2] / steps,
-            "mlm_accuracy": window[3] / max(window[4], 1), "nsp_accuracy": window[5] / max(window[6], 1),
-            "examples_per_second": window[6] / max(elapsed, 1e-9),
-            "steps_per_second": steps / max(elapsed, 1e-9),
-            "learning_rate": lr, "batch_size": cfg.phase_batch_size(phase), "wall_time": time.time(),
-        }
+        self.last_log = metrics_record(self.cfg, self.schedule, self.step, phase, window, steps, elapsed)
         _append_metrics(self.metrics_path, self.last_log)
         self.tensorboard(self.last_log)
 
@@ -476,17 +466,7 @@ def evaluate(model, dataset, batches):
         nsp_labels.append(nsp_label)
     if not sums["nsp_count"] or not sums["mlm_count"]:
         raise BertKerasError("held-out data gave no batch to evaluate")
+    from bert_keras.training.evaluation import summary
+
     _, counts = np.unique(np.concatenate(targets_seen), return_counts=True)
-    frequencies = counts / counts.sum()
-    nsp_labels = np.concatenate(nsp_labels)
-    return {
-        "mlm_accuracy": sums["mlm_correct"] / sums["mlm_count"],
-        "nsp_accuracy": sums["nsp_correct"] / sums["nsp_count"],
-        "mlm_loss": sums["mlm_sum"] / sums["mlm_count"],
-        "nsp_loss": sums["nsp_sum"] / sums["nsp_count"],
-        "baseline_mlm_accuracy": float(counts.max()) / sums["mlm_count"],
-        "unigram_entropy": float(-np.sum(frequencies * np.log(frequencies))),
-        "baseline_nsp_accuracy": float(max(np.mean(nsp_labels == 0), np.mean(nsp_labels == 1))),
-        "mlm_targets": int(sums["mlm_count"]),
-        "sequences": int(sums["nsp_count"]),
-    }
+    return summary(sums, counts.astype(np.float64), np.concatenate(nsp_labels))

@@ -226,6 +226,21 @@ def _pretrain(run):
     return run.result()
 
 
+def metrics_record(cfg, schedule, step, phase, window, steps, elapsed) -> dict:
+    """One line of ``metrics.jsonl``: the window's sums of the loss terms over ``steps`` optimiser
+    steps and of the MLM/NSP counts (`loop._STATS` order), its rate over ``elapsed`` seconds,
+    and the learning rate of the last step."""
+    lr = float(keras.ops.convert_to_numpy(schedule(step - 1)))
+    return {
+        "step": step, "phase": phase, "seq_len": cfg.phase_seq_len(phase),
+        "loss": window[0] / steps, "mlm_loss": window[1] / steps, "nsp_loss": window[2] / steps,
+        "mlm_accuracy": window[3] / max(window[4], 1), "nsp_accuracy": window[5] / max(window[6], 1),
+        "examples_per_second": window[6] / max(elapsed, 1e-9),
+        "steps_per_second": steps / max(elapsed, 1e-9),
+        "learning_rate": lr, "batch_size": cfg.phase_batch_size(phase), "wall_time": time.time(),
+    }
+
+
 class _Run:
     """The state of one `pretrain` call; each method is a named step of the runner."""
 
@@ -416,16 +431,7 @@ class _Run:
                 self.last_saved = self.step
 
     def log(self, phase, window, steps, elapsed):
-        cfg = self.cfg
-        lr = float(keras.ops.convert_to_numpy(self.schedule(self.step - 1)))  # the rate of the last step
-        self.last_log = {
-            "step": self.step, "phase": phase, "seq_len": cfg.phase_seq_len(phase),
-            "loss": window[0] / steps, "mlm_loss": window[1] / steps, "nsp_loss": window[2] / steps,
-            "mlm_accuracy": window[3] / max(window[4], 1), "nsp_accuracy": window[5] / max(window[6], 1),
-            "examples_per_second": window[6] / max(elapsed, 1e-9),
-            "steps_per_second": steps / max(elapsed, 1e-9),
-            "learning_rate": lr, "batch_size": cfg.phase_batch_size(phase), "wall_time": time.time(),
-        }
+        self.last_log = metrics_record(self.cfg, self.schedule, self.step, phase, window, steps, elapsed)
         if not self.chief:
             return
         _append_metrics(self.metrics_path, self.last_log)
