@@ -7,7 +7,6 @@ saved the way `bert-keras finetune` saves ``RUN/best``.
 
 import json
 import re
-import subprocess
 
 import numpy as np
 import pytest
@@ -18,6 +17,7 @@ import bert_keras as bk  # noqa: E402
 from bert_keras.checkpoints import checkpoint_metadata, load_checkpoint, save_checkpoint  # noqa: E402
 from bert_keras.errors import BertKerasError  # noqa: E402
 from tests.conftest import reference  # noqa: E402
+from tests.test_data_safety import cli  # noqa: E402,F401  (the fixture: `bert-keras ARGS` in process)
 
 WORDS = "the a film movie plot is was good bad great awful fun witty dull mess and but not it".split()
 VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS + [".", ",", "!", "##s", "##ly"]
@@ -25,20 +25,6 @@ LABELS = ["negative", "positive"]
 # what `finetune` records for a classification run (bert_keras.finetuning: prepared metadata,
 # task, max_seq_len, lower_case)
 FINETUNE_METADATA = {"labels": LABELS, "task": "classification", "max_seq_len": 16, "lower_case": True}
-
-
-@pytest.fixture
-def cli(capsys):
-    """`bert-keras ARGS` in process: (exit status, stdout, stderr)."""
-    from bert_keras.cli import main
-
-    def run(*args):
-        capsys.readouterr()
-        code = main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        return subprocess.CompletedProcess(args, code, out, err)
-
-    return run
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -22,17 +21,11 @@ VOCAB = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + WORDS + [".", ",", "!",
 
 
 def _main(capsys, *args, stdin=None, monkeypatch=None):
-    from bert_keras.cli import main
+    """`bert-keras ARGS` in process, ``stdin`` given as bytes: (exit status, stdout, stderr)."""
+    from tests.test_input_handling import _main as main
 
-    capsys.readouterr()
-    if stdin is not None:
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
-    try:
-        code = main([str(a) for a in args])
-    except SystemExit as e:
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
+    stream = None if stdin is None else io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8")
+    return main(capsys, *args, stdin=stream, monkeypatch=monkeypatch)
 
 
 def _write_vocab(path, tokens):

@@ -29,7 +29,6 @@ skips the micro-batches already used and continues as the uninterrupted run woul
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
@@ -44,10 +43,8 @@ from bert_keras.errors import BertKerasError
 # the window statistics, summed over optimiser steps (loss terms) or micro-batches (counts)
 from bert_keras.training.loop import _STATS, NonFiniteLossError
 from bert_keras.training.optimization import create_optimizer
-from bert_keras.training.pretrain_config import (_file_list, _read_text, check_resume_options,
-                                                 learning_rate_schedule, split_heldout)
+from bert_keras.training.pretrain_config import _read_text, learning_rate_schedule
 from bert_keras.training.pretrain_model import build_pretrainer
-from bert_keras.text.vocab import load_vocab, token_ids
 from bert_keras.utils import atomic_folder, single_writer, write_text
 
 logger = logging.getLogger("bert_keras.training")
@@ -243,26 +240,11 @@ class _KerasRun:
         return self.result()
 
     def resolve_model(self):
-        from bert_keras.training.pretrain_model import resolve_model
+        """Options vs the recorded run (on resume) and vs the init checkpoint -> `ModelSpec`,
+        vocabulary, train and held-out files: the tf.distribute runner's step, unchanged."""
+        from bert_keras.training.pretrain import _Run
 
-        cfg, model_cfg = self.cfg, self.cfg
-        if self.latest:
-            check_resume_options(self.config_path, cfg)
-            recorded = json.loads(_read_text(self.config_path)) if os.path.exists(self.config_path) else {}
-            model_cfg = dataclasses.replace(cfg, init=recorded.get("init", cfg.init))
-            if cfg.init:
-                self.say(f"{self.model_dir} holds a run (checkpoint {os.path.basename(self.latest)}): resuming it; "
-                         f"init {cfg.init} is not loaded")
-        self.spec = resolve_model(model_cfg)
-        for note in self.spec.notes:
-            self.say(note)
-        vocab = load_vocab(self.spec.vocab_path)
-        self.vocab_size, self.mask_id = len(vocab), token_ids(vocab).get("[MASK]")
-        self.train_files, self.eval_files = _file_list(cfg.train_files), _file_list(cfg.eval_files)
-        if cfg.heldout_every and self.train_files:
-            train_path, held_path = split_heldout(self.train_files, os.path.join(self.model_dir, "data"),
-                                                  cfg.heldout_every)
-            self.train_files, self.eval_files = [train_path], self.eval_files or [held_path]
+        _Run.resolve_model(self)
 
     def build_state(self):
         cfg = self.cfg
