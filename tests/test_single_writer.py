@@ -11,7 +11,6 @@ killed with SIGKILL half-way and the next run cleans up after it.
 import glob
 import json
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -23,7 +22,7 @@ tf = pytest.importorskip("tensorflow")
 
 from bert_keras.errors import BertKerasError  # noqa: E402
 from bert_keras.utils import lock_file_of, single_writer  # noqa: E402
-from tests.test_data_safety import LABELS, TEXTS, WORDS, _save_clf, _tree  # noqa: E402,F401
+from tests.test_data_safety import LABELS, TEXTS, _tree  # noqa: E402
 from tests.test_data_safety import cli, clf_dir, vocab_file  # noqa: E402,F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
