@@ -127,8 +127,8 @@ def single_writer(path):
     the same path in one process is allowed.  URLs (``gs://``) are not locked.
     """
     path = os.fspath(path)
-    if "://" in path:
-        yield
+    if "://" in path or (os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path))):
+        yield  # a URL, or a device or pipe (e.g. /dev/stdout): nothing of ours to replace there
         return
     import fcntl
 
@@ -145,9 +145,12 @@ def single_writer(path):
                 held[1] -= 1
         return
     lock_path = lock_file_of(path)
-    os.makedirs(os.path.dirname(lock_path), exist_ok=True)
     while True:
-        f = open(lock_path, "a+", encoding="utf-8")
+        try:
+            os.makedirs(os.path.dirname(lock_path), exist_ok=True)
+            f = open(lock_path, "a+", encoding="utf-8")
+        except OSError as e:
+            raise BertKerasError(f"{path}: cannot create its lock file {lock_path} ({e.strerror})") from None
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -287,6 +290,9 @@ def atomic_write(path, write):
     path = os.fspath(path)
     if os.path.isdir(path):
         raise BertKerasError(f"{path}: is a folder; expected a file name")
+    if os.path.exists(path) and not os.path.isfile(path):
+        write(path)  # a device or pipe (/dev/stdout, a FIFO): written to, never replaced
+        return
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".tmp-")

@@ -110,6 +110,31 @@ def test_the_lock_is_released_on_exit_and_nests_in_one_process(tmp_path):
         holder.release()
 
 
+def test_a_pipe_output_is_written_to_never_replaced_or_locked(tmp_path, clf_dir, cli):
+    import stat
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(open(fifo, encoding="utf-8").read()), daemon=True)
+    reader.start()
+    result = cli("predict", "--model", clf_dir, "--output", fifo, "a good film")
+    reader.join(timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(received[0])["label"] in ("neg", "pos")
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)  # still the pipe: /dev/stdout and FIFOs are written to
+    assert sorted(os.listdir(tmp_path)) == ["pipe"]  # no lock file, no temporary
+
+
+def test_an_output_whose_folder_cannot_be_made_is_one_line(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")  # a file where the output's folder would be
+    with pytest.raises(BertKerasError, match=rf"^{blocker}/out: cannot create its lock file "):
+        with single_writer(blocker / "out"):
+            pass
+
+
 def test_a_killed_holder_leaves_nothing_that_blocks_the_next_writer(tmp_path):
     out = tmp_path / "out"
     holder = Holder(out)
