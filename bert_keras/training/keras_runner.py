@@ -91,7 +91,7 @@ def select_devices(strategy, tpu=None):
         if strategy in ("tpu", "mirrored"):
             raise BertKerasError(f"strategy {strategy}: on PyTorch the runner trains on one device; use strategy "
                                  "auto, cpu or gpu, or KERAS_BACKEND=jax or tensorflow for several")
-        import torch
+        torch = _backend_module("torch")
 
         if strategy == "gpu" and not torch.cuda.is_available():
             raise BertKerasError("strategy gpu: PyTorch sees no GPU on this machine")
@@ -110,10 +110,23 @@ def select_devices(strategy, tpu=None):
     return devices[:1] if strategy in ("cpu", "gpu") else devices
 
 
+def _backend_module(name):
+    """``jax`` or ``torch``: the array library under Keras' backend in this process (installed with it)."""
+    try:
+        if name == "jax":
+            import jax as module
+        else:
+            import torch as module
+    except ImportError as e:
+        raise BertKerasError(f"Keras' {name} backend needs {name}, which cannot be imported here ({e}); "
+                             f"pip install {name}") from None
+    return module
+
+
 def _commit(variables):
     """Places uncommitted JAX values on their device: the training step returns committed arrays, and
     a first call on uncommitted ones would compile the step a second time (measured: 7 s on BERT-tiny)."""
-    import jax
+    jax = _backend_module("jax")
 
     for v in variables:
         value = v.value
@@ -122,7 +135,7 @@ def _commit(variables):
 
 
 def _torch_rng_states():
-    import torch
+    torch = _backend_module("torch")
 
     states = {"cpu": torch.get_rng_state().numpy()}
     if torch.cuda.is_available():
@@ -131,7 +144,7 @@ def _torch_rng_states():
 
 
 def _set_torch_rng_states(states):
-    import torch
+    torch = _backend_module("torch")
 
     torch.set_rng_state(torch.from_numpy(states["cpu"]))
     cuda = [torch.from_numpy(states[k]) for k in sorted(k for k in states if k.startswith("cuda"))]
