@@ -27,7 +27,7 @@ with the framework's default threading; the first ``--warmup`` steps (tracing, c
 allocator warm-up) are excluded and the child reports the median of its timed steps and its peak
 RSS.  Peers are interleaved (the order rotates per configuration and repeat) and the table shows
 the median over repeats.  MFU = model FLOPs per second / the machine's measured matmul peak in
-the same precision (largest of tf.matmul and torch.matmul on 2048^2 and 4096^2), with
+the same precision (largest of tf.matmul and torch.matmul on 1024^2 to 4096^2), with
 
     model FLOPs per sequence = 6 * L * N_layers_params             (dense weights of the blocks)
                              + 12 * layers * L^2 * H                (QK^T and PV, forward x3)
@@ -241,8 +241,8 @@ def run_hf(preset, seq_len, batch, precision, steps, warmup):
 
 def run_peak(_preset=None, _seq_len=None, _batch=None, _precision=None, steps=5, warmup=1):
     """Largest measured matmul GFLOP/s per precision over TF and torch, n^2 for n = 1024, 2048,
-    4096; a (framework, precision) stops growing n once one call takes over a second (bf16 with
-    no hardware support is emulated and would take minutes at 4096)."""
+    4096; a (framework, precision) stops growing n once one call takes over a second (torch's bf16
+    on a CPU without bf16 instructions would take minutes at 4096)."""
     import tensorflow as tf
     import torch
 
