@@ -114,6 +114,12 @@ def _remove_stale_temporaries(path) -> list:
     return removed
 
 
+def _device_or_pipe(path) -> bool:
+    """Whether ``path`` exists and is neither a regular file nor a folder: a device or pipe
+    (/dev/stdout, a FIFO), written to in place, never replaced or locked."""
+    return os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path))
+
+
 @contextlib.contextmanager
 def single_writer(path):
     """Hold the exclusive right to write ``path`` (a file or folder) while the block runs.
@@ -127,7 +133,7 @@ def single_writer(path):
     the same path in one process is allowed.  URLs (``gs://``) are not locked.
     """
     path = os.fspath(path)
-    if "://" in path or (os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path))):
+    if "://" in path or _device_or_pipe(path):
         yield  # a URL, or a device or pipe (e.g. /dev/stdout): nothing of ours to replace there
         return
     import fcntl
@@ -290,7 +296,7 @@ def atomic_write(path, write):
     path = os.fspath(path)
     if os.path.isdir(path):
         raise BertKerasError(f"{path}: is a folder; expected a file name")
-    if os.path.exists(path) and not os.path.isfile(path):
+    if _device_or_pipe(path):
         write(path)  # a device or pipe (/dev/stdout, a FIFO): written to, never replaced
         return
     folder = os.path.dirname(os.path.abspath(path))

@@ -66,7 +66,6 @@ def evaluate_pretrainer(model, dataset, batches, mask_id=None):
     return result
 
 
-
 def summary(sums, target_counts, nsp_labels) -> dict:
     """The held-out results from summed terms (``mlm_sum``, ``mlm_count``, ``mlm_correct`` and
     the same for ``nsp``), the count of each MLM target token and the NSP labels seen: loss
