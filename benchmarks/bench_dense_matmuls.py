@@ -196,7 +196,7 @@ def main(argv=None):
                "layers": args.layers, "calls": args.calls, "rounds": args.rounds,
                "threads": bench_inference.THREADS, "mflop_per_call": total / 1e6, "runners": results,
                "load_before": load_before, "load_after": load_after}
-        from bert_keras.utils import write_json
+        from bert_keras.writing import write_json
 
         write_json(args.json, out)
         print(f"wrote {args.json}")

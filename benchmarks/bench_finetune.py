@@ -152,7 +152,7 @@ def main():
     if args.json:
         import subprocess
 
-        from bert_keras.utils import write_json
+        from bert_keras.writing import write_json
 
         load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
         write_json(args.json, {"cpu": machine.cpu(), "examples": args.examples, "repeats": args.repeats, "batch": BATCH,

@@ -521,7 +521,7 @@ def report(args, info, res, labels, load_before):
         "runners": rows,
     }
     if args.json:
-        from bert_keras.utils import write_json
+        from bert_keras.writing import write_json
 
         write_json(args.json, result)
         print(f"wrote {args.json}")

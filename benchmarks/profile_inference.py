@@ -111,7 +111,7 @@ def main(argv=None):
     info = bench_inference.prepare(prep)
     from bert_keras.checkpoints import load_checkpoint
     from bert_keras.models import inference_function
-    from bert_keras.utils import write_json
+    from bert_keras.writing import write_json
 
     data = np.load(os.path.join(args.work, "dev.npz"))
     feeds = batches(data["token_ids"], data["padding_mask"], args.batch_size, args.calls)

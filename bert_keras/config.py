@@ -10,7 +10,8 @@ import dataclasses
 import os
 
 from bert_keras.errors import BertKerasError
-from bert_keras.utils import read_json, write_json
+from bert_keras.utils import read_json
+from bert_keras.writing import write_json
 
 # Activation names accepted in configs.  "gelu" is the exact erf form (the paper,
 # Hugging Face "gelu"); the tanh approximation has its own names.

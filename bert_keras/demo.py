@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from bert_keras.utils import atomic_write, write_json
+from bert_keras.writing import atomic_write, write_json
 
 EXAMPLE_SENTENCES = [
     "a gorgeous, witty and deeply moving film.",

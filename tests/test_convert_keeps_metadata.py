@@ -202,16 +202,16 @@ def test_a_hugging_face_output_that_transformers_reads_differently_is_refused(tm
 
 
 def test_a_hugging_face_output_that_reloads_differently_is_refused(tmp_path, best, cli, monkeypatch):
-    import bert_keras.checkpoints as checkpoints
+    from bert_keras.checkpoints import saving
 
-    write = checkpoints._write_safetensors
+    write = saving._write_safetensors
 
     def shifted_bias(path, tensors, metadata=None):
         if "classifier.bias" in tensors:
             tensors = {**tensors, "classifier.bias": tensors["classifier.bias"] + 0.5}
         return write(path, tensors, metadata)
 
-    monkeypatch.setattr(checkpoints, "_write_safetensors", shifted_bias)
+    monkeypatch.setattr(saving, "_write_safetensors", shifted_bias)
     proc = cli("convert", "--from", best, "--to", tmp_path / "hf", "--format", "huggingface")
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1] == (

@@ -144,7 +144,7 @@ def test_save_checkpoint_refuses_a_foreign_folder_and_keeps_it(tmp_path, vocab_f
 
 
 def test_an_interrupted_save_leaves_the_previous_checkpoint(tmp_path, vocab_file, monkeypatch):
-    from bert_keras import checkpoints
+    from bert_keras.checkpoints import saving
 
     folder = tmp_path / "ckpt"
     first = _save_clf(folder, vocab_file, seed=0)
@@ -153,7 +153,7 @@ def test_an_interrupted_save_leaves_the_previous_checkpoint(tmp_path, vocab_file
     def die(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(checkpoints, "write_json", die)  # after the weights, before the marker
+    monkeypatch.setattr(saving, "write_json", die)  # after the weights, before the marker
     with pytest.raises(KeyboardInterrupt):
         _save_clf(folder, vocab_file, seed=1, labels=("bad", "good"))
     assert _tree(folder) == before
@@ -396,7 +396,7 @@ def test_evaluate_output_is_written_whole_and_never_into_a_folder(tmp_path, clf_
 
 
 def test_save_vocab_and_config_json_are_atomic_with_the_usual_permissions(tmp_path, monkeypatch):
-    from bert_keras import utils
+    from bert_keras import writing
     from bert_keras.text.vocab import load_vocab, save_vocab
 
     path = tmp_path / "vocab.txt"
@@ -412,7 +412,7 @@ def test_save_vocab_and_config_json_are_atomic_with_the_usual_permissions(tmp_pa
     def die(fd):
         raise OSError("disk full")
 
-    monkeypatch.setattr(utils.os, "fsync", die)  # fails after the whole text is written, before the rename
+    monkeypatch.setattr(writing.os, "fsync", die)  # fails after the whole text is written, before the rename
     with pytest.raises(OSError):
         save_vocab(["[PAD]", "x"], path)
     assert load_vocab(str(path)) == VOCAB

@@ -1,7 +1,7 @@
 """One writer per output, temporaries of killed writers removed, a full disk named, Ctrl-C after the end.
 
 Every command that writes a file or folder holds an exclusive lock beside it for its
-whole run (`bert_keras.utils.single_writer`).  Each check here runs a real command
+whole run (`bert_keras.writing.single_writer`).  Each check here runs a real command
 against an output that a second, live process is writing (it holds the lock, as a
 running `bert-keras` command does) and asserts the one-line refusal and that the
 output is untouched; two real TFLite exports race for one folder; a real export is
@@ -21,7 +21,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from bert_keras.errors import BertKerasError  # noqa: E402
-from bert_keras.utils import lock_file_of, single_writer  # noqa: E402
+from bert_keras.writing import lock_file_of, single_writer  # noqa: E402
 from tests.test_data_safety import LABELS, TEXTS, _tree  # noqa: E402
 from tests.test_data_safety import cli, clf_dir, vocab_file  # noqa: E402,F401
 
@@ -35,7 +35,7 @@ class Holder:
     def __init__(self, path):
         code = textwrap.dedent(f"""
             import sys
-            from bert_keras.utils import single_writer
+            from bert_keras.writing import single_writer
             with single_writer({os.fspath(path)!r}):
                 print("held", flush=True)
                 sys.stdin.read()
@@ -221,7 +221,7 @@ def test_a_full_disk_during_a_saved_model_export_names_the_folder_and_the_space(
 
 def test_a_full_disk_during_a_tflite_export_names_the_folder_not_its_temporary(tmp_path, clf_dir, cli, monkeypatch):
     from bert_keras.export import tflite
-    from bert_keras.utils import atomic_write
+    from bert_keras.writing import atomic_write
 
     def full(path, write):
         def partial(tmp):
@@ -241,7 +241,7 @@ def test_a_full_disk_during_a_tflite_export_names_the_folder_not_its_temporary(t
 
 
 def test_a_full_disk_writing_one_file_names_it_and_keeps_the_previous_one(tmp_path):
-    from bert_keras.utils import DiskFullError, atomic_write, write_text
+    from bert_keras.writing import DiskFullError, atomic_write, write_text
 
     path = tmp_path / "predictions.jsonl"
     write_text(path, "previous\n")

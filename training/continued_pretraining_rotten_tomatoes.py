@@ -78,7 +78,7 @@ def main(argv=None):
     from bert_keras import samples
     from bert_keras.finetuning import finetune
     from bert_keras.tasks import InputExample
-    from bert_keras.utils import write_json
+    from bert_keras.writing import write_json
 
     (tr_x, tr_y), (dev_x, dev_y) = samples.rotten_tomatoes_split(seed=0)
     if args.limit_dev:

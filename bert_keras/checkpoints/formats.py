@@ -19,6 +19,13 @@ from bert_keras.config import BertConfig, config_keys
 from bert_keras.errors import BertKerasError, CheckpointError
 from bert_keras.utils import read_json
 
+FORMAT_VERSION = 2  # 2: bert_keras.json lists the folder's files (the completion marker)
+
+# The key under which Hugging Face's config.json and Google's bert_config.json carry the metadata
+# their own fields cannot hold (task, max_seq_len, ...).  transformers keeps unknown config keys
+# as attributes and writes them back; Google's and tf-models' BertConfig.from_dict copy every key.
+METADATA_KEY = "bert_keras_metadata"
+
 OURS_META = "bert_keras.json"
 WEIGHTS = "model.safetensors"
 VOCAB = "vocab.txt"

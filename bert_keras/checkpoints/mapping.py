@@ -14,6 +14,8 @@ import dataclasses
 
 import numpy as np
 
+from bert_keras import task_names
+from bert_keras.errors import BertKerasError
 from bert_keras.task_names import MODEL_TASKS
 
 
@@ -159,3 +161,59 @@ def expected_their_shapes(entry: Entry, our_shape: tuple, flavor: str) -> list[t
     if kind == "out_proj":
         return [shape[::-1]]
     raise AssertionError(kind)
+
+
+# --------------------------------------------------------------------------- model side
+def task_of(model) -> str | None:
+    """The task name of one of our models (None for a bare `BertEncoder`)."""
+    for task, cls in task_names.model_classes().items():
+        if isinstance(model, cls):
+            return task
+    raise BertKerasError(f"not a bert_keras model: {type(model).__name__}")
+
+
+def model_variables(model) -> dict:
+    """Our stable weight names -> the model's variables (the left column of `mapping`)."""
+    from bert_keras.models import BertEncoder
+
+    enc = model if isinstance(model, BertEncoder) else model.encoder
+    emb = enc.embeddings
+    out = {
+        "embeddings/token_embedding/embeddings": emb.token_embedding.embeddings,
+        "embeddings/segment_embedding/embeddings": emb.segment_embedding.embeddings,
+        "embeddings/position_embeddings": emb.position_embeddings,
+        "embeddings/layer_norm/gamma": emb.layer_norm.gamma,
+        "embeddings/layer_norm/beta": emb.layer_norm.beta,
+    }
+    for i, block in enumerate(enc.transformer_layers):
+        p = f"transformer_layer_{i}/"
+        for name, layer in (("attention/qkv", block.attention.qkv),
+                            ("attention/output", block.attention.output_dense),
+                            ("intermediate", block.intermediate), ("output", block.output_dense)):
+            out[p + name + "/kernel"] = layer.kernel
+            out[p + name + "/bias"] = layer.bias
+        for name, layer in (("attention_layer_norm", block.attention_layer_norm),
+                            ("output_layer_norm", block.output_layer_norm)):
+            out[p + name + "/gamma"] = layer.gamma
+            out[p + name + "/beta"] = layer.beta
+    out["pooler/dense/kernel"] = enc.pooler.dense.kernel
+    out["pooler/dense/bias"] = enc.pooler.dense.bias
+    task = task_of(model)
+    if task == "pretraining":
+        head = model.masked_lm_head
+        out.update({
+            "masked_lm_head/transform/kernel": head.transform.kernel,
+            "masked_lm_head/transform/bias": head.transform.bias,
+            "masked_lm_head/layer_norm/gamma": head.layer_norm.gamma,
+            "masked_lm_head/layer_norm/beta": head.layer_norm.beta,
+            "masked_lm_head/output_bias": head.output_bias,
+            "nsp_head/kernel": model.nsp_head.kernel,
+            "nsp_head/bias": model.nsp_head.bias,
+        })
+    elif task == "span":
+        out["span_head/kernel"] = model.span_head.kernel
+        out["span_head/bias"] = model.span_head.bias
+    elif task is not None:
+        out["classifier/kernel"] = model.classifier.kernel
+        out["classifier/bias"] = model.classifier.bias
+    return out

@@ -28,7 +28,7 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    from bert_keras.utils import single_writer
+    from bert_keras.writing import single_writer
 
     with single_writer(args.output) if args.output else contextlib.nullcontext():
         return _evaluate(args)
@@ -50,7 +50,7 @@ def _evaluate(args):
     text = json.dumps(scores, indent=2)
     print(text)
     if args.output:
-        from bert_keras.utils import write_text
+        from bert_keras.writing import write_text
 
         write_text(args.output, text + "\n")
     return 0

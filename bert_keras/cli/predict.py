@@ -227,7 +227,7 @@ def _by_length(predictor, texts, texts_b, batch_size, progress=None):
 
 
 def run(args) -> int:
-    from bert_keras.utils import single_writer
+    from bert_keras.writing import single_writer
 
     with single_writer(args.output) if args.output else contextlib.nullcontext():
         return _predict(args)
@@ -236,7 +236,7 @@ def run(args) -> int:
 def _predict(args):
     from bert_keras.errors import BertKerasError
     from bert_keras.export.predict import load_predictor
-    from bert_keras.utils import atomic_write
+    from bert_keras.writing import atomic_write
 
     if args.batch_size < 1:
         raise BertKerasError(f"--batch-size must be >= 1, got {args.batch_size}")

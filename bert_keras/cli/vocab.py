@@ -43,7 +43,7 @@ def run(args) -> int:
             raise DataError(f"input file not found: {path}")
     if args.size < 10:
         raise BertKerasError(f"--size must be at least 10, got {args.size}")
-    from bert_keras.utils import single_writer
+    from bert_keras.writing import single_writer
 
     with single_writer(args.out):
         return _build(args)

@@ -19,7 +19,7 @@ import warnings
 
 from bert_keras.errors import BertKerasError
 from bert_keras.task_names import CLASS_HEADS, FINETUNE_TASKS, SERVABLE
-from bert_keras.utils import write_json
+from bert_keras.writing import write_json
 
 SPEC_FILE = "bert_keras_export.json"
 
@@ -237,7 +237,7 @@ def check_not_model_folder(out_dir, model_dir) -> None:
 
 def may_replace_export(kind):
     """`atomic_folder`'s ``may_replace`` for an export of ``kind``: accept only a previous export of ours."""
-    from bert_keras.utils import foreign_entries
+    from bert_keras.writing import foreign_entries
 
     def check(folder):
         found = _export_kind(folder)

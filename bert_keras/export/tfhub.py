@@ -45,7 +45,7 @@ import tensorflow as tf
 
 from bert_keras.errors import BertKerasError
 from bert_keras.text.packing import pack_ragged
-from bert_keras.utils import writes
+from bert_keras.writing import writes
 
 PREPROCESSOR = "preprocessor"
 ENCODER = "encoder"
@@ -197,7 +197,7 @@ def export_tfhub(model_dir, out_dir, seq_length: int = 128, lower_case=None) -> 
     from bert_keras.export.spec import check_not_model_folder, require_tensorflow_backend
 
     require_tensorflow_backend("export_tfhub")
-    from bert_keras.utils import atomic_folder
+    from bert_keras.writing import atomic_folder
 
     check_not_model_folder(out_dir, model_dir)
     encoder, tok, vocab_path = _checkpoint_parts(model_dir, lower_case)

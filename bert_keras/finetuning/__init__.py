@@ -35,7 +35,7 @@ from bert_keras.finetuning.batches import (BUCKET_CHUNK, LENGTH_MULTIPLE, cut_to
                                            predict, training_dataset)
 from bert_keras.finetuning.prepare import PreparedTask, classification_metrics, prepare_task  # noqa: F401
 from bert_keras.task_names import FINETUNE_TASKS
-from bert_keras.utils import write_json, writes
+from bert_keras.writing import write_json, writes
 
 TASKS = tuple(FINETUNE_TASKS)
 MODEL_TASK = FINETUNE_TASKS  # fine-tuning task -> load_checkpoint task

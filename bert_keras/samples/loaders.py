@@ -8,7 +8,7 @@ import pathlib
 
 from bert_keras.errors import DataError
 from bert_keras.samples.fetcher import fetch
-from bert_keras.utils import write_text
+from bert_keras.writing import write_text
 
 ROTTEN_TOMATOES_SIZE = 12808
 ROTTEN_TOMATOES_DEV_SIZE = 2562

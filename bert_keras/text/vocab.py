@@ -182,7 +182,7 @@ def token_ids(vocab: Sequence[str]) -> dict[str, int]:
 
 def save_vocab(vocab: Iterable[str], path: str | os.PathLike) -> None:
     """Writes one token per line (UTF-8, '\\n' line ends), atomically (a temporary sibling renamed)."""
-    from bert_keras.utils import write_text
+    from bert_keras.writing import write_text
 
     write_text(path, "".join(token + "\n" for token in vocab))
 

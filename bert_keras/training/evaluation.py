@@ -83,3 +83,35 @@ def summary(sums, target_counts, nsp_labels) -> dict:
         "mlm_targets": int(sums["mlm_count"]),
         "sequences": int(sums["nsp_count"]),
     }
+
+
+def _log_softmax(logits):
+    shifted = logits - logits.max(-1, keepdims=True)
+    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+
+
+def evaluate_in_numpy(model, dataset, batches):
+    """Held-out MLM/NSP loss and accuracy (dropout off) over ``batches`` batches, in numpy: the
+    main keys of `evaluate_pretrainer` (whose forward pass is a tf.function), on any Keras backend."""
+    sums = dict.fromkeys(("mlm_sum", "mlm_count", "mlm_correct", "nsp_sum", "nsp_count", "nsp_correct"), 0.0)
+    targets_seen, nsp_labels = [], []
+    for i, (features, labels) in enumerate(dataset.as_numpy_iterator()):
+        if i >= batches:
+            break
+        out = model.predict_on_batch(features)
+        mlm = _log_softmax(np.asarray(out["mlm_logits"], np.float64))
+        nsp = _log_softmax(np.asarray(out["nsp_logits"], np.float64))
+        ids, weights = labels["masked_ids"], labels["masked_weights"].astype(np.float64)
+        nsp_label = labels["next_sentence_label"]
+        sums["mlm_sum"] -= float(np.sum(np.take_along_axis(mlm, ids[..., None], -1)[..., 0] * weights))
+        sums["mlm_count"] += float(weights.sum())
+        sums["mlm_correct"] += float(np.sum((mlm.argmax(-1) == ids) * weights))
+        sums["nsp_sum"] -= float(np.sum(np.take_along_axis(nsp, nsp_label[:, None], -1)))
+        sums["nsp_count"] += float(len(nsp_label))
+        sums["nsp_correct"] += float(np.sum(nsp.argmax(-1) == nsp_label))
+        targets_seen.append(ids[weights > 0])
+        nsp_labels.append(nsp_label)
+    if not sums["nsp_count"] or not sums["mlm_count"]:
+        raise BertKerasError("held-out data gave no batch to evaluate")
+    _, counts = np.unique(np.concatenate(targets_seen), return_counts=True)
+    return summary(sums, counts.astype(np.float64), np.concatenate(nsp_labels))

@@ -41,11 +41,13 @@ import numpy as np
 
 from bert_keras.errors import BertKerasError
 # the window statistics, summed over optimiser steps (loss terms) or micro-batches (counts)
+from bert_keras.training.evaluation import evaluate_in_numpy
 from bert_keras.training.loop import _STATS, NonFiniteLossError
 from bert_keras.training.optimization import create_optimizer
 from bert_keras.training.pretrain_config import _read_text, learning_rate_schedule
 from bert_keras.training.pretrain_model import build_pretrainer
-from bert_keras.utils import atomic_folder, single_writer, write_text
+from bert_keras.training.run_files import RunFiles, append_metrics, export_final, metrics_record, truncate_metrics
+from bert_keras.writing import atomic_folder, single_writer, write_text
 
 logger = logging.getLogger("bert_keras.training")
 
@@ -172,7 +174,7 @@ def pretrain_keras(cfg) -> dict:
             keras.distribution.set_distribution(previous)
 
 
-class _KerasRun:
+class _KerasRun(RunFiles):
     """The state of one run; each method is a named step, as in the tf.distribute runner."""
 
     def __init__(self, cfg):
@@ -239,9 +241,7 @@ class _KerasRun:
         if self.latest:
             logger.info("resuming from %s (step %d)", self.latest, self.step)
             self.say(f"resuming from {self.latest} at step {self.step}")
-        from bert_keras.training.pretrain import _truncate_metrics
-
-        _truncate_metrics(self.metrics_path, self.step)
+        truncate_metrics(self.metrics_path, self.step)
         self.progbar = keras.utils.Progbar(cfg.total_steps, stateful_metrics=["loss", "mlm_acc", "nsp_acc", "steps/s"],
                                            verbose=1 if cfg.progress else 0)
         self.writer = None
@@ -251,13 +251,6 @@ class _KerasRun:
                 self.evaluate_phase(phase)
         self.export_final()
         return self.result()
-
-    def resolve_model(self):
-        """Options vs the recorded run (on resume) and vs the init checkpoint -> `ModelSpec`,
-        vocabulary, train and held-out files: the tf.distribute runner's step, unchanged."""
-        from bert_keras.training.pretrain import _Run
-
-        _Run.resolve_model(self)
 
     def build_state(self):
         cfg = self.cfg
@@ -349,10 +342,8 @@ class _KerasRun:
                 self.save()
 
     def log(self, phase, window, steps, elapsed):
-        from bert_keras.training.pretrain import _append_metrics, metrics_record
-
         self.last_log = metrics_record(self.cfg, self.schedule, self.step, phase, window, steps, elapsed)
-        _append_metrics(self.metrics_path, self.last_log)
+        append_metrics(self.metrics_path, self.last_log)
         self.tensorboard(self.last_log)
 
     def tensorboard(self, record):
@@ -412,16 +403,14 @@ class _KerasRun:
             self.eval_files, spec.vocab_path, seq_len=seq_len, max_predictions=max_pred,
             batch_size=cfg.eval_batch_size or max(1, cfg.phase_batch_size(phase) // self.accumulation),
             lower_case=spec.lower_case, whole_word_masking=cfg.whole_word_masking, seed=12345 + phase)
-        self.evals[f"phase{phase}"] = dict(evaluate(self.model, eval_ds, cfg.eval_batches),
+        self.evals[f"phase{phase}"] = dict(evaluate_in_numpy(self.model, eval_ds, cfg.eval_batches),
                                            step=self.step, seq_len=seq_len, max_predictions=max_pred)
         write_text(self.eval_path, json.dumps(self.evals, indent=2))
         self.say(f"held-out phase {phase}: " + ", ".join(
             f"{k} {v:.4f}" for k, v in self.evals[f"phase{phase}"].items() if isinstance(v, float)))
 
     def export_final(self):
-        from bert_keras.training.pretrain import _export_final
-
-        _export_final(self.model, self.final_dir, self.spec, metadata={
+        export_final(self.model, self.final_dir, self.spec, metadata={
             "pretrain_steps": self.step, "phase1_steps": self.cfg.phase1_steps,
             "phase2_steps": self.cfg.phase2_steps, "init": self.spec.init})
 
@@ -431,37 +420,3 @@ class _KerasRun:
         if self.evals:
             result["eval"] = self.evals
         return result
-
-
-def _log_softmax(logits):
-    shifted = logits - logits.max(-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
-
-
-def evaluate(model, dataset, batches):
-    """Held-out MLM/NSP loss and accuracy (dropout off) over ``batches`` batches, in numpy: the
-    main keys of `evaluate_pretrainer` (whose forward pass is a tf.function)."""
-    sums = dict.fromkeys(("mlm_sum", "mlm_count", "mlm_correct", "nsp_sum", "nsp_count", "nsp_correct"), 0.0)
-    targets_seen, nsp_labels = [], []
-    for i, (features, labels) in enumerate(dataset.as_numpy_iterator()):
-        if i >= batches:
-            break
-        out = model.predict_on_batch(features)
-        mlm = _log_softmax(np.asarray(out["mlm_logits"], np.float64))
-        nsp = _log_softmax(np.asarray(out["nsp_logits"], np.float64))
-        ids, weights = labels["masked_ids"], labels["masked_weights"].astype(np.float64)
-        nsp_label = labels["next_sentence_label"]
-        sums["mlm_sum"] -= float(np.sum(np.take_along_axis(mlm, ids[..., None], -1)[..., 0] * weights))
-        sums["mlm_count"] += float(weights.sum())
-        sums["mlm_correct"] += float(np.sum((mlm.argmax(-1) == ids) * weights))
-        sums["nsp_sum"] -= float(np.sum(np.take_along_axis(nsp, nsp_label[:, None], -1)))
-        sums["nsp_count"] += float(len(nsp_label))
-        sums["nsp_correct"] += float(np.sum(nsp.argmax(-1) == nsp_label))
-        targets_seen.append(ids[weights > 0])
-        nsp_labels.append(nsp_label)
-    if not sums["nsp_count"] or not sums["mlm_count"]:
-        raise BertKerasError("held-out data gave no batch to evaluate")
-    from bert_keras.training.evaluation import summary
-
-    _, counts = np.unique(np.concatenate(targets_seen), return_counts=True)
-    return summary(sums, counts.astype(np.float64), np.concatenate(nsp_labels))

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 from bert_keras.choices import MIXED_PRECISION
 from bert_keras.errors import BertKerasError
-from bert_keras.utils import write_text
+from bert_keras.writing import write_text
 from bert_keras.training import distribute
 from bert_keras.training.optimization import ADAM_RULES, WarmupPolynomialDecay
 

@@ -217,7 +217,7 @@ def main(argv=None):
     args = p.parse_args(argv)
     if args.worker:
         return worker(args)
-    from bert_keras.utils import write_json  # atomic: a run killed while writing leaves the previous file
+    from bert_keras.writing import write_json  # atomic: a run killed while writing leaves the previous file
     if args.model_dir and "{seed}" not in args.model_dir and len(args.seeds) > 1:
         sys.exit("--model-dir: with several seeds it must contain {seed}")
     if args.model_dir and "{framework}" not in args.model_dir and len(args.frameworks) > 1:

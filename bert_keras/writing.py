@@ -1,0 +1,437 @@
+"""Writing outputs safely: one writer per output, whole or not at all, a full disk named.
+
+Every artefact the project writes goes through `atomic_write` (one file) or
+`atomic_folder` (a folder of files): it is written to a temporary sibling,
+flushed to disk, and renamed into place, so a reader (or TF Serving polling a
+version folder) sees either the previous version or the complete new one, and
+an interrupted write leaves the previous version untouched.  Files get the
+usual permissions (0666 less the umask), not `mkstemp`'s private 0600.
+
+Every command that writes a file or folder holds `single_writer` on it for its
+whole run: an exclusive lock on a lock file beside it, so a second writer is
+refused in one line naming the first one's pid, and temporaries that a killed
+writer left beside it are removed.  A full disk is a one-line error naming the
+path, what it needed and what was free (`DiskFullError`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import functools
+import inspect
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+
+from bert_keras.errors import BertKerasError
+
+
+# ------------------------------------------------------------------ one writer per output
+# Lock files held by this process: real path of the output -> [open file, depth].  A writer
+# may nest (an export's folder is also locked by the `atomic_folder` inside it).
+_HELD = {}
+_HELD_GUARD = threading.Lock()
+# What our writers leave beside an output when they are killed: `atomic_folder`'s and
+# `atomic_write`'s temporaries, and a folder `replace_folder` had moved aside.
+_TEMPORARY_SIBLINGS = (".tmp-", ".old-")
+
+
+def lock_file_of(path) -> str:
+    """The lock file `single_writer` holds for ``path``: ``.NAME.lock`` beside it."""
+    path = os.path.abspath(os.fspath(path)).rstrip(os.sep) or os.sep
+    return os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".lock")
+
+
+def _holder(lock_path) -> str:
+    """Who holds ``lock_path``, as its lock file says ("pid 123, `bert-keras export ...`, since 12:00:01")."""
+    try:
+        with open(lock_path, encoding="utf-8", errors="replace") as f:
+            info = json.loads(f.read() or "{}")
+    except (OSError, ValueError):
+        info = {}
+    if not isinstance(info, dict) or "pid" not in info:
+        return "another process"
+    since = time.strftime("%H:%M:%S", time.localtime(info["since"])) if "since" in info else "?"
+    return f"pid {info['pid']}, `{info.get('command', '?')}`, since {since}"
+
+
+def _remove_stale_temporaries(path) -> list:
+    """Removes the temporaries a killed writer of ``path`` left beside it; returns their names.
+
+    Only called while holding ``path``'s lock: no live writer of ours is using them.
+    """
+    folder, name = os.path.split(os.path.abspath(os.fspath(path)))
+    removed = []
+    try:
+        entries = os.listdir(folder)
+    except OSError:
+        return removed
+    for entry in entries:
+        if not any(entry.startswith("." + name + marker) for marker in _TEMPORARY_SIBLINGS):
+            continue
+        stale = os.path.join(folder, entry)
+        if os.path.isdir(stale) and not os.path.islink(stale):
+            shutil.rmtree(stale, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.remove(stale)
+        removed.append(entry)
+    return removed
+
+
+def _device_or_pipe(path) -> bool:
+    """Whether ``path`` exists and is neither a regular file nor a folder: a device or pipe
+    (/dev/stdout, a FIFO), written to in place, never replaced or locked."""
+    return os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path))
+
+
+@contextlib.contextmanager
+def single_writer(path):
+    """Hold the exclusive right to write ``path`` (a file or folder) while the block runs.
+
+    An exclusive `fcntl.flock` on ``.NAME.lock`` beside ``path`` (the lock file records
+    the holder's pid and command line), held by one process at a time: a second writer,
+    here or in another process, gets a one-line `BertKerasError` naming the holder.
+    The lock is released when the block ends or the process dies (the kernel drops
+    it, even on kill -9); the lock file is removed on release.  Once the lock is held,
+    temporaries a killed writer of ``path`` left beside it are removed.  Nested use on
+    the same path in one process is allowed.  URLs (``gs://``) are not locked.
+    """
+    path = os.fspath(path)
+    if "://" in path or _device_or_pipe(path):
+        yield  # a URL, or a device or pipe (e.g. /dev/stdout): nothing of ours to replace there
+        return
+    import fcntl
+
+    key = os.path.realpath(path)
+    with _HELD_GUARD:
+        held = _HELD.get(key)
+        if held is not None:
+            held[1] += 1
+    if held is not None:
+        try:
+            yield
+        finally:
+            with _HELD_GUARD:
+                held[1] -= 1
+        return
+    lock_path = lock_file_of(path)
+    while True:
+        try:
+            os.makedirs(os.path.dirname(lock_path), exist_ok=True)
+            f = open(lock_path, "a+", encoding="utf-8")
+        except OSError as e:
+            raise BertKerasError(f"{path}: cannot create its lock file {lock_path} ({e.strerror})") from None
+        try:
+            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.close()
+            raise BertKerasError(f"{path}: another bert-keras writer is writing it ({_holder(lock_path)}); "
+                                 "wait for it to finish or choose another output") from None
+        # the previous holder removes the file before unlocking: ours must still be the one there
+        try:
+            same = os.path.samestat(os.fstat(f.fileno()), os.stat(lock_path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        f.close()
+    f.seek(0)
+    f.truncate()
+    f.write(json.dumps({"pid": os.getpid(), "command": " ".join(["bert-keras"] + sys.argv[1:])
+                        if os.path.basename(sys.argv[0] or "").startswith("bert-keras") else " ".join(sys.argv),
+                        "since": int(time.time())}))
+    f.flush()
+    with _HELD_GUARD:
+        _HELD[key] = [f, 1]
+    try:
+        _remove_stale_temporaries(path)
+        yield
+    finally:
+        with _HELD_GUARD:
+            del _HELD[key]
+        with contextlib.suppress(OSError):
+            os.remove(lock_path)
+        f.close()  # closing the last descriptor releases the lock
+
+
+def writes(parameter):
+    """Decorator: the call holds `single_writer` on its argument ``parameter`` (a path) throughout.
+
+    An in-memory model or None passed there is not locked.
+    """
+    def decorate(fn):
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            path = signature.bind(*args, **kwargs).arguments.get(parameter)
+            lock = single_writer(path) if isinstance(path, (str, os.PathLike)) else contextlib.nullcontext()
+            with lock:
+                return fn(*args, **kwargs)
+        return wrapper
+    return decorate
+
+
+# ------------------------------------------------------------------ a full disk
+class DiskFullError(BertKerasError):
+    """Writing an output ran out of space: names the output, what it needed and what was free."""
+
+
+def _is_disk_full(error) -> bool:
+    """True when ``error`` (or what caused it) is a full disk or quota: an OSError or TensorFlow's message."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if "No space left on device" in str(error) or "Disk quota exceeded" in str(error):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def _size_of(path) -> int:
+    if os.path.isfile(path):
+        return os.path.getsize(path)
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.path.getsize(os.path.join(folder, name))
+    return total
+
+
+def _disk_full_error(path, written, needs_bytes, error) -> DiskFullError:
+    """The one-line error for a full disk while writing ``path`` (``written`` bytes were on disk)."""
+    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    try:
+        free = shutil.disk_usage(folder).free
+    except OSError:
+        free = None
+    mb = lambda n: f"{n / 1e6:,.1f} MB"  # noqa: E731
+    need = max(int(needs_bytes or 0), written)
+    needed = (f"it needs about {mb(need)}" if needs_bytes else f"{mb(written)} were written before the disk filled")
+    return DiskFullError(f"{path}: no space left on its device ({needed}; {mb(free) if free is not None else '?'} "
+                         f"free in {folder}); the previous version, if any, is unchanged")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_path(path) -> None:
+    """fsync a file or a folder (a folder's fsync makes a rename inside it durable).
+
+    A file that cannot be flushed is an error (its data may not be on disk);
+    a folder that cannot be is not (some file systems refuse fsync on folders).
+    """
+    folder = os.path.isdir(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if folder else 0))
+    except OSError:
+        if folder:
+            return
+        raise
+    try:
+        os.fsync(fd)
+    except OSError:
+        if not folder:
+            raise
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(root) -> None:
+    for folder, _, files in os.walk(root):
+        for name in files:
+            _fsync_path(os.path.join(folder, name))
+        _fsync_path(folder)
+
+
+def atomic_write(path, write):
+    """Call ``write(tmp_path)`` on a temporary file in the same folder, then rename it to ``path``.
+
+    Readers never see a half-written file, and a crash leaves the previous
+    version in place.  The file is fsynced before the rename and the folder
+    after it; its mode is 0666 less the umask.
+    """
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        raise BertKerasError(f"{path}: is a folder; expected a file name")
+    if _device_or_pipe(path):
+        write(path)  # a device or pipe (/dev/stdout, a FIFO): written to, never replaced
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".tmp-")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
+        _fsync_path(tmp)
+        os.replace(tmp, path)
+        _fsync_path(folder)
+    except Exception as e:
+        if isinstance(e, DiskFullError) or not _is_disk_full(e):
+            raise
+        written = _size_of(tmp) if os.path.exists(tmp) else 0
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise _disk_full_error(path, written, None, e) from e
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def write_text(path, text: str) -> None:
+    """Write ``text`` (UTF-8) atomically.
+
+    A URL path (``gs://...``, where a TPU run's model_dir lives) goes through
+    `tf.io.gfile`: a temporary sibling renamed over the target.
+    """
+    if "://" in os.fspath(path):
+        _write_text_gfile(os.fspath(path), text)
+        return
+
+    def write(tmp):
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+    atomic_write(path, write)
+
+
+def _write_text_gfile(path, text):
+    import tensorflow as tf
+
+    tmp = f"{path}.tmp-{os.getpid()}"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+        f.write(text)
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+
+
+def write_json(path, obj):
+    """Write ``obj`` as indented JSON, atomically."""
+    write_text(path, json.dumps(obj, indent=2) + "\n")
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+
+
+def _exchange(a, b) -> bool:
+    """Atomically swap two paths (Linux renameat2 RENAME_EXCHANGE); False where unsupported."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd = -100
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE) == 0
+
+
+def replace_folder(tmp, final) -> None:
+    """Put the complete folder ``tmp`` in place of ``final`` (which may exist).
+
+    The caller must already have decided that an existing ``final`` may be
+    replaced (it is a previous version of the same artefact).  Where the
+    kernel can, the two are swapped in one step; elsewhere the old folder is
+    first renamed aside, so ``final`` is never half-written, only briefly absent.
+    The previous version is deleted only after the new one is in place.
+    """
+    tmp, final = os.fspath(tmp), os.fspath(final)
+    _fsync_tree(tmp)
+    parent = os.path.dirname(os.path.abspath(final))
+    if not os.path.lexists(final):
+        os.replace(tmp, final)
+    elif _exchange(tmp, final):
+        shutil.rmtree(tmp)  # now holds the previous version
+    else:
+        old = tempfile.mkdtemp(prefix="." + os.path.basename(final) + ".old-", dir=parent)
+        os.rmdir(old)
+        os.replace(final, old)
+        os.replace(tmp, final)
+        shutil.rmtree(old, ignore_errors=True)
+    _fsync_path(parent)
+
+
+def foreign_entries(folder, names=(), patterns=()) -> list:
+    """The entries of ``folder`` that are neither in ``names`` nor match a glob of ``patterns`` (sorted).
+
+    `atomic_folder`'s ``may_replace`` callers use it to check that a folder
+    holds only what their writer produces before they let it be replaced.
+    """
+    import fnmatch
+
+    return sorted(e for e in os.listdir(folder)
+                  if e not in names and not any(fnmatch.fnmatchcase(e, p) for p in patterns))
+
+
+@contextlib.contextmanager
+def atomic_folder(final, may_replace=None, needs_bytes=None):
+    """Write a folder as a whole: ``with atomic_folder(out) as tmp: <write files into tmp>``.
+
+    The body writes into a fresh temporary sibling of ``final``; when it
+    finishes without an exception the sibling replaces ``final`` (see
+    `replace_folder`); on an exception it is removed and ``final`` is untouched.
+
+    Args:
+      final: the folder to produce.
+      may_replace: called with ``final`` when it already exists and is not
+        empty; it returns normally when the existing folder may be replaced
+        (it is a previous version of this artefact) and raises otherwise.
+        Without it, an existing non-empty ``final`` is an error: nothing is
+        deleted that this call did not write.
+      needs_bytes: about how much the folder takes, for the message when the
+        disk fills (`DiskFullError`, naming ``final``).
+
+    The call holds `single_writer` on ``final`` throughout.
+    """
+    final = os.fspath(final)
+    written = 0
+    with single_writer(final):
+        try:
+            with _folder_in_place(final, may_replace) as tmp:
+                try:
+                    yield tmp
+                    written = _size_of(tmp)
+                except Exception:
+                    written = _size_of(tmp)
+                    raise
+        except Exception as e:  # the temporary is gone: what is free now is what the user has
+            if not _is_disk_full(e):
+                raise
+            raise _disk_full_error(final, written, needs_bytes, e) from e
+
+
+@contextlib.contextmanager
+def _folder_in_place(final, may_replace):
+    if os.path.isdir(final):
+        real, cwd = os.path.realpath(final), os.path.realpath(os.getcwd())
+        if cwd == real or cwd.startswith(real.rstrip(os.sep) + os.sep):
+            # swapping it would leave this process (and the user's shell) in a deleted folder
+            raise BertKerasError(f"{final}: is (or contains) the working directory; write to a subfolder")
+    if os.path.isdir(final) and os.listdir(final):
+        if may_replace is None:
+            raise BertKerasError(f"{final}: folder exists and is not empty; refusing to replace it")
+        may_replace(final)
+    elif os.path.lexists(final) and not os.path.isdir(final):
+        raise BertKerasError(f"{final}: exists and is not a folder")
+    parent = os.path.dirname(os.path.abspath(final))
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="." + os.path.basename(os.path.abspath(final)) + ".tmp-", dir=parent)
+    os.chmod(tmp, 0o777 & ~_umask())
+    try:
+        yield tmp
+        replace_folder(tmp, final)
+    finally:
+        if os.path.exists(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
