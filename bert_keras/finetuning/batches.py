@@ -35,14 +35,13 @@ def training_dataset(inputs, labels, batch_size, seed=0, length_multiple=LENGTH_
     each cut to its longest member rounded up to ``length_multiple`` (1: exactly its longest)."""
     import tensorflow as tf
 
-    from bert_keras.tasks import to_dataset
+    from bert_keras.tasks.common import in_memory_pipeline, to_dataset
 
     mask = np.asarray(inputs["padding_mask"])
     n = len(mask)
     ds = to_dataset(inputs, labels, batch_size, shuffle=True, seed=seed, bucket=BUCKET_CHUNK, trim=False)
-    ds = ds.map(lambda *batch: cut_to_length_multiple(batch if len(batch) > 1 else batch[0], mask.shape[-1],
-                                                      mask.ndim, length_multiple),
-                num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    ds = in_memory_pipeline(ds.map(lambda *batch: cut_to_length_multiple(
+        batch if len(batch) > 1 else batch[0], mask.shape[-1], mask.ndim, length_multiple)))
     return ds.apply(tf.data.experimental.assert_cardinality(-(-n // batch_size)))
 
 
