@@ -265,3 +265,28 @@ def test_cli_predict_batches_by_length_and_keeps_input_order():
     records = _by_length(echo, texts, None, 2)
     assert [r["text"] for r in records] == texts
     assert echo.batches == [["a", "aa"], ["aaa", "a" * 8], ["a" * 9, "a" * 30], ["a" * 31]]
+
+
+def test_predict_on_arrays_batches_them_in_order_without_keras_array_adapter(minilm, real_batch, monkeypatch):
+    import keras
+    import tensorflow as tf
+
+    seen = []
+    keras_predict = keras.Model.predict
+
+    def spy(self, x, *args, **kwargs):
+        seen.append(x)
+        return keras_predict(self, x, *args, **kwargs)
+
+    monkeypatch.setattr(keras.Model, "predict", spy)
+    out = minilm.predict(real_batch, batch_size=2, verbose=0)  # 5 rows: batches of 2, 2, 1
+    given = seen[-1]
+    assert isinstance(given, tf.data.Dataset) and given.options().autotune.enabled is False
+    assert [int(b["token_ids"].shape[0]) for b in given] == [2, 2, 1]
+    reference = np.concatenate([np.asarray(minilm.predict_on_batch({k: v[i:i + 2] for k, v in real_batch.items()}))
+                                for i in (0, 2, 4)])
+    assert out.shape == (5, 2)
+    assert np.abs(out - reference).max() < 1e-5  # measured 0.0
+    dataset = tf.data.Dataset.from_tensors(real_batch)  # anything else goes to Keras as it is
+    np.testing.assert_allclose(minilm.predict(dataset, verbose=0), out, atol=1e-5)
+    assert seen[-1] is dataset

@@ -4,6 +4,7 @@ import keras
 
 from bert_keras.config import BertConfig
 from bert_keras.layers import BertEmbeddings, BertPooler, TransformerBlock, attention_bias_from_padding_mask, unpadded
+from bert_keras.models.inference import InMemoryPredict
 
 INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
 
@@ -15,7 +16,7 @@ def encoder_inputs(prefix_shape=()):
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
-class BertEncoder(keras.Model):
+class BertEncoder(InMemoryPredict):
     """The BERT encoder (Devlin et al., 2019) as a functional Keras model.
 
     Inputs (dict of int32 [B, L]):

@@ -1,7 +1,10 @@
-"""`inference_function`: a model's compiled inference call, traced once for every shape."""
+"""`inference_function`: a model's compiled inference call, traced once for every shape;
+`InMemoryPredict`: the base of our models, whose ``predict`` batches arrays without Keras'
+per-call array pipeline."""
 
 import weakref
 
+import keras
 import numpy as np
 
 # model -> its function; not an attribute of the model, which Keras and SavedModel would track.
@@ -86,3 +89,31 @@ def _padded_predict(model):
 
 
 _SEQUENCE_INPUTS = ("token_ids", "segment_ids", "padding_mask")
+
+
+def _in_memory_rows(x):
+    """The number of rows of ``x`` when it is a dict of numpy arrays of one length, else None."""
+    if not isinstance(x, dict) or not x or not all(isinstance(v, np.ndarray) and v.ndim for v in x.values()):
+        return None
+    rows = {len(v) for v in x.values()}
+    return rows.pop() if len(rows) == 1 else None
+
+
+class InMemoryPredict(keras.Model):
+    """``predict`` on a dict of numpy arrays, on TensorFlow: the arrays are batched by a plain
+    `tf.data` pipeline (`bert_keras.tasks.common.in_memory_pipeline`: nothing traced per call, no
+    autotuning) instead of Keras' array adapter, which traces its batching function at every
+    call (most of a small call's time) and whose autotuning optimiser can hold the call's end
+    for seconds.  The same batches in the same order, so the same outputs; other inputs (a
+    dataset, a generator, tensors) and the other backends go to Keras unchanged."""
+
+    def predict(self, x, batch_size=None, verbose="auto", steps=None, callbacks=None):
+        rows = _in_memory_rows(x) if keras.backend.backend() == "tensorflow" else None
+        if rows:
+            import tensorflow as tf
+
+            from bert_keras.tasks.common import in_memory_pipeline
+
+            x = in_memory_pipeline(tf.data.Dataset.from_tensor_slices(x).batch(batch_size or 32))
+            batch_size = None
+        return super().predict(x, batch_size=batch_size, verbose=verbose, steps=steps, callbacks=callbacks)

@@ -6,6 +6,7 @@ from keras import ops
 from bert_keras import _private_api
 from bert_keras.layers import MaskedLMHead
 from bert_keras.models.encoder import INPUT_NAMES, BertEncoder, encoder_inputs
+from bert_keras.models.inference import InMemoryPredict
 
 
 def _deserialize_encoder(config):
@@ -16,7 +17,7 @@ def _deserialize_encoder(config):
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
-class BertPretrainer(keras.Model):
+class BertPretrainer(InMemoryPredict):
     """MLM + NSP pre-training model (Devlin et al., 2019, section 3.1).
 
     Inputs: the encoder's dict plus ``masked_positions`` int32 [B, P].

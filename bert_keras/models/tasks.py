@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from bert_keras.models.encoder import INPUT_NAMES, BertEncoder, encoder_inputs
+from bert_keras.models.inference import InMemoryPredict
 from bert_keras.models.pretrainer import _deserialize_encoder
 
 
@@ -16,7 +17,7 @@ def _head(units, encoder, name):
     return keras.layers.Dense(units, kernel_initializer=init, dtype="float32", name=name)
 
 
-class _TaskModel(keras.Model):
+class _TaskModel(InMemoryPredict):
     """Shared (de)serialisation: the encoder plus the constructor's keyword arguments."""
 
     def _head_config(self):
