@@ -309,7 +309,7 @@ def in_memory_pipeline(ds):
     """``ds`` (batches cut from arrays in memory) prefetched two batches ahead, without tf.data's
     autotuning.  Its background optimiser has nothing to tune in slicing arrays, and destroying
     an iterator waits for a pass of it that is under way: seconds at the end of a `fit` epoch
-    or a prediction loop on a busy 2-core CPU (2.8 to 4.5 s in 3 of 12 fine-tuning runs there)."""
+    or a prediction loop on a busy 2-core CPU (2.8 to 4.5 s in 4 of 12 fine-tuning runs there)."""
     import tensorflow as tf
 
     options = tf.data.Options()
