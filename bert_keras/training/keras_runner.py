@@ -40,8 +40,8 @@ import keras
 import numpy as np
 
 from bert_keras.errors import BertKerasError
-# the window statistics, summed over optimiser steps (loss terms) or micro-batches (counts)
 from bert_keras.training.evaluation import evaluate_in_numpy
+# the window statistics, summed over optimiser steps (loss terms) or micro-batches (counts)
 from bert_keras.training.loop import _STATS, NonFiniteLossError
 from bert_keras.training.optimization import create_optimizer
 from bert_keras.training.pretrain_config import _read_text, learning_rate_schedule
