@@ -31,8 +31,7 @@ import time
 
 from bert_keras.choices import MIXED_PRECISION
 from bert_keras.errors import BertKerasError
-from bert_keras.finetuning.batches import (BUCKET_CHUNK, LENGTH_MULTIPLE, cut_to_length_multiple,  # noqa: F401
-                                           predict, training_dataset)
+from bert_keras.finetuning.batches import BUCKET_CHUNK, LENGTH_MULTIPLE, predict, training_dataset  # noqa: F401
 from bert_keras.finetuning.prepare import PreparedTask, classification_metrics, prepare_task  # noqa: F401
 from bert_keras.task_names import FINETUNE_TASKS
 from bert_keras.writing import write_json, writes

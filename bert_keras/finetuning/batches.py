@@ -13,35 +13,17 @@ BUCKET_CHUNK = 50  # batches per sorting chunk
 LENGTH_MULTIPLE = 8
 
 
-def cut_to_length_multiple(batch, full_len, seq_rank, multiple=LENGTH_MULTIPLE):
-    """Cuts every [.., full_len] array of a batch (a nest of tensors) to its longest member
-    rounded up to ``multiple`` (at most full_len).  The featurizers' own padding values
-    (0 ids, ignored labels) fill the extra positions."""
-    import tensorflow as tf
-
-    inputs = batch[0] if isinstance(batch, tuple) else batch
-    lengths = tf.reduce_sum(tf.cast(inputs["padding_mask"], tf.int32), axis=-1)
-    longest = tf.reduce_max(lengths)
-    length = tf.minimum((longest + multiple - 1) // multiple * multiple, full_len)
-
-    def cut(x):
-        return x[..., :length] if x.shape.rank == seq_rank and x.shape[-1] == full_len else x
-
-    return tf.nest.map_structure(cut, batch)
-
-
 def training_dataset(inputs, labels, batch_size, seed=0, length_multiple=LENGTH_MULTIPLE):
     """Shuffled, length-bucketed batches (`bert_keras.tasks.to_dataset`) of known cardinality,
-    each cut to its longest member rounded up to ``length_multiple`` (1: exactly its longest)."""
+    each cut to its longest member rounded up to ``length_multiple`` (1: exactly its longest);
+    the featurizers' own padding values (0 ids, ignored labels) fill the extra positions."""
     import tensorflow as tf
 
-    from bert_keras.tasks.common import in_memory_pipeline, to_dataset
+    from bert_keras.tasks import to_dataset
 
-    mask = np.asarray(inputs["padding_mask"])
-    n = len(mask)
-    ds = to_dataset(inputs, labels, batch_size, shuffle=True, seed=seed, bucket=BUCKET_CHUNK, trim=False)
-    ds = in_memory_pipeline(ds.map(lambda *batch: cut_to_length_multiple(
-        batch if len(batch) > 1 else batch[0], mask.shape[-1], mask.ndim, length_multiple)))
+    n = len(inputs["padding_mask"])
+    ds = to_dataset(inputs, labels, batch_size, shuffle=True, seed=seed, bucket=BUCKET_CHUNK,
+                    length_multiple=length_multiple)
     return ds.apply(tf.data.experimental.assert_cardinality(-(-n // batch_size)))
 
 

@@ -318,7 +318,7 @@ def in_memory_pipeline(ds):
 
 
 def to_dataset(inputs, labels=None, batch_size=32, shuffle=False, seed=None,
-               drop_remainder=False, trim=True, bucket=1):
+               drop_remainder=False, trim=True, bucket=1, length_multiple=1):
     """A `tf.data.Dataset` of (inputs, labels) batches, each padded only to its longest member.
 
     Args:
@@ -331,6 +331,8 @@ def to_dataset(inputs, labels=None, batch_size=32, shuffle=False, seed=None,
       trim: cut every batch to the longest sequence in it: real sentences are
         short, and padding every batch to L wastes most of the compute.
         Per-position labels ([N, L]) are cut the same way.
+      length_multiple: with ``trim``, the cut length is the longest sequence rounded
+        up to a multiple of this (at most L): fewer batch shapes, so fewer compilations.
       bucket: >1 groups examples of similar length: each run of
         `batch_size * bucket` (shuffled) examples is sorted by length before
         it is cut into batches, and those batches are shuffled again, so a
@@ -377,7 +379,8 @@ def to_dataset(inputs, labels=None, batch_size=32, shuffle=False, seed=None,
 
     def finish(*batch):
         if trim:
-            length = tf.reduce_max(example_lengths(batch[0]["padding_mask"]))
+            longest = tf.reduce_max(example_lengths(batch[0]["padding_mask"]))
+            length = tf.minimum((longest + length_multiple - 1) // length_multiple * length_multiple, full_len)
             batch = tf.nest.map_structure(lambda v: cut(v, length), batch)
         return batch[0] if len(batch) == 1 else batch
 
