@@ -22,6 +22,7 @@ Why each is needed (there is no public equivalent in these versions):
 | `archive_trackable` | `keras.export.ExportArchive._tf_trackable` | export/saved_model.py (vocabulary assets) |
 | `accept_raw_inputs` | `keras.Layer._convert_input_args`, `_allow_non_tensor_positional_args` | text/tokenizer.py |
 | `has_compiled_loss` | `keras.Model._compile_loss` | models/pretrainer.py |
+| `stored_value` | `keras.src.backend.common.variables.AutocastScope` | layers/heads.py (the tied float32 table) |
 """
 
 from __future__ import annotations
@@ -166,3 +167,14 @@ def accept_raw_inputs(layer) -> None:
 def has_compiled_loss(model) -> bool:
     """Whether model.compile() was given a loss (Keras then computes the loss itself)."""
     return _get(model, "_compile_loss", "keras", "keras.Model._compile_loss") is not None
+
+
+def stored_value(variable):
+    """A Keras variable's backend value in the variable's own dtype (on TensorFlow the
+    tf.Variable itself).  Inside the call of a mixed-precision layer, reading a float32 variable
+    gives it cast to the compute dtype (autocast), and a layer built with ``autocast=False`` is
+    still autocast where no outer layer set a scope."""
+    api = "keras.src.backend.common.variables.AutocastScope"
+    variables = _module("keras.src.backend.common.variables", "keras", api)
+    with _get(variables, "AutocastScope", "keras", api)(None):
+        return variable.value

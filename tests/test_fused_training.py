@@ -179,6 +179,50 @@ def test_bf16_gelu_and_its_written_out_gradient_follow_the_erf_form():
     np.testing.assert_allclose(grad, tf.cast(dy, tf.float32).numpy() * (cdf + xs * pdf), rtol=8e-3, atol=1e-6)
 
 
+def test_float32_tied_logits_and_their_gradients_are_the_float32_product():
+    """The MLM projection for CPUs whose bf16 matmuls are emulated: bf16 rows times the float32
+    table, forward and both gradients equal to float32 autodiff; the plain bf16 product is
+    within bf16 rounding of it."""
+    rng = np.random.default_rng(0)
+    rows = tf.cast(tf.constant(rng.normal(size=(12, 32)).astype("float32")), tf.bfloat16)
+    table = tf.Variable(rng.normal(0, 0.02, (300, 32)).astype("float32"))
+    dy = tf.constant(rng.normal(size=(12, 300)).astype("float32"))
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(rows)
+        out = fused.tied_logits_float32(rows, table)
+        ref = tf.matmul(tf.cast(rows, tf.float32), table, transpose_b=True)
+        plain = tf.cast(tf.matmul(rows, tf.cast(table, tf.bfloat16), transpose_b=True), tf.float32)
+    assert out.dtype == tf.float32
+    grads = tape.gradient(out, [rows, table], output_gradients=dy)
+    refs = tape.gradient(ref, [rows, table], output_gradients=dy)
+    assert grads[0].dtype == tf.bfloat16 and grads[1].dtype == tf.float32
+
+    def rel(a, b):
+        a, b = tf.cast(a, tf.float32).numpy(), tf.cast(b, tf.float32).numpy()
+        return np.linalg.norm(a - b) / np.linalg.norm(b)
+
+    assert rel(out, ref) < 1e-5  # measured 0.0
+    assert rel(grads[0], refs[0]) < 1e-5 and rel(grads[1], refs[1]) < 1e-5  # measured 0.0, 0.0
+    assert 1e-4 < rel(plain, ref) < 3e-2  # measured 3.8e-3: the table rounded to bf16
+
+
+@pytest.mark.parametrize("onednn", [False, True])
+def test_bf16_mlm_head_takes_float32_logits_only_where_bf16_matmuls_are_emulated(monkeypatch, onednn):
+    monkeypatch.setitem(fused._CACHE, "onednn", onednn)
+    calls = []
+    original = fused.tied_logits_float32
+    monkeypatch.setattr(fused, "tied_logits_float32", lambda *a: calls.append(1) or original(*a))
+    bf16 = _pretrainer("mixed_bfloat16")
+    calls.clear()  # the building call
+    out = bf16(_features(), training=True)["mlm_logits"]
+    bf16(_features(), training=False)
+    assert len(calls) == (0 if onednn else 2) and out.dtype == "float32"
+    calls.clear()
+    _pretrainer("float32")(_features(), training=True)
+    _pretrainer("mixed_bfloat16", kernels="plain")(_features(), training=True)
+    assert calls == []
+
+
 def _rss_mb():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20

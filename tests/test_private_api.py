@@ -190,3 +190,16 @@ def test_has_compiled_loss_follows_compile():
     assert private.has_compiled_loss(plain) is False
     assert private.has_compiled_loss(without_loss) is False
     assert private.has_compiled_loss(with_loss) is True
+
+
+def test_stored_value_reads_a_float32_variable_as_stored_inside_a_mixed_call():
+    class Probe(keras.layers.Layer):
+        def build(self, shape):
+            self.w = self.add_weight(shape=(3,), initializer=keras.initializers.Constant(1 / 3))
+
+        def call(self, x):
+            return self.w.value, tf.convert_to_tensor(private.stored_value(self.w))
+
+    autocast, stored = Probe(dtype="mixed_bfloat16")(np.zeros((1, 3), "float32"))
+    assert autocast.dtype == "bfloat16" and stored.dtype == "float32"
+    assert float(stored[0]) == np.float32(1 / 3) != float(autocast[0])  # bf16 rounds 1/3 to 0.33398

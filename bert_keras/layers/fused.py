@@ -15,8 +15,10 @@ Each kernel is a function of tensors; the layers' ``call`` methods compose them 
 of the matching lines of their plain keras.ops math (the block, attention, embeddings and
 heads are written once, in their layers).  A layer takes them where `use_fused` says so for
 its ``kernels`` option: the training path of bf16/fp16 models on TensorFlow, plus dropout
-masks and the 16-bit GELU; float32 models, inference, exports and the other backends run
-the plain math, so their numbers are untouched.  Rounding follows the plain path: dropout
+masks and the 16-bit GELU, and for bf16 inference the oneDNN GELU and softmax
+(`dense_gelu`, `masked_softmax`) or, where bf16 matmuls are emulated, the float32 MLM
+projection (`tied_logits_float32`); float32 models and the other backends run the plain
+math, so their numbers are untouched.  Rounding follows the plain path: dropout
 and residual adds in the compute dtype, LayerNorm statistics, GELU and softmax in float32.
 Dropout masks come from `random_bits_tf` (drawn outside, applied inside); `dropout_tf`, the
 `bert_keras.layers.Dropout` training path, applies them the same way.
@@ -306,6 +308,41 @@ def use_dense_gelu(kernels, dtype) -> bool:
     bfloat16 and oneDNN runs it (see `_onednn`)."""
     return (keras.backend.standardize_dtype(dtype) == "bfloat16" and use_fused(kernels, dtype)
             and _onednn())
+
+
+def tied_logits_float32(rows, table):
+    """rows [N, H] (16-bit) times the float32 table [V, H] transposed: float32 logits [N, V].
+
+    The tied MLM projection for CPUs whose bf16 matmuls do not run in oneDNN (no AVX-512,
+    see `_onednn`): TensorFlow's emulated bf16 matmul then reaches a third of the float32 rate
+    on these shapes (N the masked positions, V the vocabulary), and only the [V, H] x [H, N]
+    layout runs at float32 speed.  So the product is taken in float32 as table x rows^T and
+    transposed, and the gradients are float32 matmuls in their fastest layouts.  The table
+    enters unrounded (rounding it to bf16 each step would cost more than the matmul saves),
+    so the logits are closer to float32 than the plain path's, whose bf16 product is also
+    rounded to bf16 before the float32 bias.
+    """
+    import tensorflow as tf
+
+    @tf.custom_gradient
+    def fn(rows, table):
+        rows32 = tf.cast(rows, tf.float32)
+        logits = tf.transpose(tf.matmul(table, rows32, transpose_b=True))
+
+        def grad(dy):
+            dy = tf.cast(dy, tf.float32)
+            return tf.cast(tf.matmul(dy, table), rows.dtype), tf.matmul(dy, rows32, transpose_a=True)
+
+        return logits, grad
+
+    return fn(rows, table)
+
+
+def use_tied_logits_float32(kernels, dtype) -> bool:
+    """Whether `tied_logits_float32` applies: `use_fused` allows the kernels, the compute dtype
+    is bfloat16 and oneDNN does not run bf16 matmuls (see `_onednn`)."""
+    return (keras.backend.standardize_dtype(dtype) == "bfloat16" and use_fused(kernels, dtype)
+            and not _onednn())
 
 
 def _onednn():

@@ -3,6 +3,7 @@
 import keras
 from keras import ops
 
+from bert_keras import _private_api
 from bert_keras.layers import fused
 from bert_keras.layers.activations import activate, get_activation
 from bert_keras.layers.normalization import LayerNorm
@@ -53,7 +54,9 @@ class MaskedLMHead(keras.layers.Layer):
     encoder's ``token_embedding`` layer.  Logits are computed only at the masked
     positions, so the [*, V] projection costs B*P rows instead of B*L.
 
-    ``kernels`` (`bert_keras.layers.fused.KERNELS`): the LayerNorm's and GELU's choice.
+    ``kernels`` (`bert_keras.layers.fused.KERNELS`): the LayerNorm's and GELU's choice, and in
+    bf16 on a CPU whose bf16 matmuls are emulated, the float32 projection
+    `fused.tied_logits_float32`.
 
     Call:
         sequence_output [B, L, H], masked_positions int32 [B, P].
@@ -88,17 +91,21 @@ class MaskedLMHead(keras.layers.Layer):
         x = gather_positions(sequence_output, masked_positions)
         x = activate(self.hidden_act, self.transform(x), fused_kernel=fused.use_fused(self.kernels, x.dtype))
         x = self.layer_norm(x, training=training)
-        embeddings = ops.cast(self.token_embedding.embeddings, self.compute_dtype)
+        table = _private_api.stored_value(self.token_embedding.embeddings)  # its own dtype, not autocast
         if keras.backend.backend() == "tensorflow":
             import tensorflow as tf
 
-            # x E^T as one matmul with transpose_b: the gradient for E comes out [V, H]
-            # directly instead of as [H, V] plus a transpose of the whole table.
             shape = tf.shape(x)
-            logits = tf.matmul(tf.reshape(x, [-1, self.hidden_size]), embeddings, transpose_b=True)
+            rows = tf.reshape(x, [-1, self.hidden_size])
+            if table.dtype == tf.float32 and fused.use_tied_logits_float32(self.kernels, x.dtype):
+                logits = fused.tied_logits_float32(rows, table)
+            else:
+                # x E^T as one matmul with transpose_b: the gradient for E comes out [V, H]
+                # directly instead of as [H, V] plus a transpose of the whole table.
+                logits = tf.matmul(rows, ops.cast(table, self.compute_dtype), transpose_b=True)
             logits = tf.reshape(logits, [shape[0], shape[1], self.vocab_size])
         else:
-            logits = ops.matmul(x, ops.transpose(embeddings))
+            logits = ops.matmul(x, ops.transpose(ops.cast(table, self.compute_dtype)))
         return ops.cast(logits, "float32") + ops.cast(self.output_bias, "float32")
 
     def compute_output_shape(self, sequence_output_shape, masked_positions_shape):
