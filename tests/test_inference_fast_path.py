@@ -139,23 +139,26 @@ def test_bf16_unpadded_path_stays_close_to_float32(minilm_dir, minilm, real_batc
 
 def test_bf16_inference_kernels_give_the_plain_paths_numbers(minilm_dir, minilm, real_batch, monkeypatch):
     """bf16 inference on TensorFlow: with oneDNN on AVX-512 the first FFN matmul, its bias and
-    the GELU are one oneDNN kernel (`fused.dense_gelu`) and the softmax oneDNN's bf16 kernel;
+    the GELU are one oneDNN kernel (`fused.dense_gelu`), LayerNorm oneDNN's
+    (`fused.layer_norm_onednn`) and the softmax oneDNN's bf16 kernel;
     elsewhere the FFN is the plain math and the softmax runs in float32.  The numbers are the
     plain path's to within bf16 rounding."""
     from bert_keras.layers import fused
 
     # Without oneDNN's bf16 kernels (no AVX-512: TensorFlow's own bf16 kernels run) the FFN keeps
     # the plain path and the softmax runs in float32; the numbers must agree either way.
-    gelu_calls = 6 if fused.use_dense_gelu("auto", "bfloat16") else 0  # once a layer
+    onednn = fused.use_onednn_bf16("auto", "bfloat16")
     bf16 = bk.load_checkpoint(minilm_dir, task="classification", num_classes=2, dtype="mixed_bfloat16")
     bf16.set_weights(minilm.get_weights())
     plain = with_options(bf16, kernels="plain")
     calls = []
-    for name in ("dense_gelu", "masked_softmax"):
+    for name in ("dense_gelu", "masked_softmax", "layer_norm_onednn"):
         original = getattr(fused, name)
         monkeypatch.setattr(fused, name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
     fast = bk.models.inference_function(bf16)(real_batch)
-    assert calls.count("dense_gelu") == gelu_calls and calls.count("masked_softmax") == 6
+    assert calls.count("dense_gelu") == (6 if onednn else 0)  # once a layer
+    assert calls.count("layer_norm_onednn") == (13 if onednn else 0)  # the embeddings' and two a layer
+    assert calls.count("masked_softmax") == 6
     want = bk.models.inference_function(plain)(real_batch)
     reference = np.asarray(minilm(real_batch, training=False))
     fast, want = np.asarray(fast, "float32"), np.asarray(want, "float32")
@@ -167,7 +170,7 @@ def test_bf16_inference_kernels_give_the_plain_paths_numbers(minilm_dir, minilm,
 
 def test_dense_gelu_is_exact_gelu_and_one_onednn_kernel_where_onednn_runs_bf16():
     """`fused.dense_gelu` is GELU(x W + b) to bf16 rounding; where the layers choose it
-    (`use_dense_gelu`: oneDNN with AVX-512) TensorFlow's remapper must fuse the matmul, bias and
+    (`use_onednn_bf16`: oneDNN with AVX-512) TensorFlow's remapper must fuse the matmul, bias and
     GELU into one oneDNN kernel, else the bf16 GELU runs unfused (slower)."""
     import os
     import subprocess
@@ -188,7 +191,7 @@ def test_dense_gelu_is_exact_gelu_and_one_onednn_kernel_where_onednn_runs_bf16()
     want = (0.5 * z * (1 + erf(z / np.sqrt(2)))).reshape(2, 5, 32)
     # |GELU| up to about 12 here; measured 0.031 (one bf16 rounding of the sums and the output)
     assert np.abs(got - want).max() < 0.1 + 0.02 * np.abs(want).max()
-    if not fused.use_dense_gelu("auto", "bfloat16"):
+    if not fused.use_onednn_bf16("auto", "bfloat16"):
         return  # no AVX-512 or no oneDNN: the layers keep the plain path (checked above)
     code = ("import numpy as np, tensorflow as tf\n"
             "from bert_keras.layers import fused\n"
@@ -201,6 +204,67 @@ def test_dense_gelu_is_exact_gelu_and_one_onednn_kernel_where_onednn_runs_bf16()
     assert out.returncode == 0, out.stderr[-2000:]
     executed = [line for line in out.stdout.splitlines() if ",exec," in line]
     assert any("eltwise_gelu_erf" in line for line in executed), executed
+
+
+def test_layer_norm_onednn_is_layer_norm_and_one_onednn_kernel_where_onednn_runs_bf16():
+    """`fused.layer_norm_onednn` is LayerNorm (BERT's epsilon, float32 statistics) to bf16
+    rounding, with a static or a run-time row count; where the layers choose it
+    (`use_onednn_bf16`) TensorFlow's remapper must turn it into oneDNN's layer normalisation."""
+    import os
+    import subprocess
+    import sys
+
+    import tensorflow as tf
+
+    from bert_keras.layers import fused
+
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((3, 7, 64)) * 3 + rng.standard_normal((3, 7, 1))).astype(np.float32)
+    # one row of nearly equal values: the variance is tiny and BERT's epsilon (1e-12) matters
+    x[0, 0] = 0.5 + 1e-3 * rng.standard_normal(64)
+    gamma, beta = (rng.random(64) + 0.5).astype(np.float32), rng.standard_normal(64).astype(np.float32)
+    xb = tf.cast(x, tf.bfloat16)
+    x64 = np.asarray(tf.cast(xb, tf.float32), np.float64)
+    mean, var = x64.mean(-1, keepdims=True), x64.var(-1, keepdims=True)
+    want = (x64 - mean) / np.sqrt(var + 1e-12) * gamma + beta
+    for spec in (tf.TensorSpec([3, 7, 64], tf.bfloat16), tf.TensorSpec([None, None, 64], tf.bfloat16)):
+        fn = tf.function(lambda t: fused.layer_norm_onednn(t, gamma, beta, 1e-12), input_signature=[spec])
+        got = np.asarray(tf.cast(fn(xb), tf.float32))
+        # |LN| up to 4.9 here; measured 0.021 (static) and 0.017 (run-time rows: oneDNN's kernel);
+        # with epsilon 1.001e-5 the nearly constant row would be off by 2.7
+        assert np.abs(got - want).max() < 0.2, (spec, np.abs(got - want).max())
+    if not fused.use_onednn_bf16("auto", "bfloat16"):
+        return  # no AVX-512 or no oneDNN: the layers keep Keras' LayerNormalization
+    code = ("import numpy as np, tensorflow as tf\n"
+            "from bert_keras.layers import fused\n"
+            "g, b = np.random.rand(8).astype('float32') + 0.5, np.random.randn(8).astype('float32')\n"
+            "fn = tf.function(lambda t: fused.layer_norm_onednn(t, g, b, 1e-12),\n"
+            "                 input_signature=[tf.TensorSpec([None, 8], tf.bfloat16)])\n"
+            "y = fn(tf.constant(np.random.randn(5, 8), tf.bfloat16))\n"
+            "assert y.shape == (5, 8), y.shape\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "ONEDNN_VERBOSE": "1", "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    executed = [line for line in out.stdout.splitlines() if ",exec," in line]
+    assert any("layer_normalization" in line for line in executed), executed
+
+
+def test_the_packed_attention_bias_has_its_unit_axes_in_its_static_shape():
+    """The bias the packed attention adds is [B, 1, 1, length] in the graph's static shape:
+    TensorFlow's remapper fuses the query scale and this add into the oneDNN scores matmul only
+    when it can see the broadcast (MiniLM bf16, B=32 on an AMX CPU: 68 -> 64 ms a batch)."""
+    import tensorflow as tf
+
+    from bert_keras.layers.attention import attention_bias_from_padding_mask
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    def bias_of(mask):
+        bias = unpadded.Packing(mask).attention_bias(attention_bias_from_padding_mask(mask))
+        assert bias.shape.as_list() == [None, 1, 1, None], bias.shape
+        return bias
+
+    got = np.asarray(bias_of(tf.constant([[1, 1, 0, 0], [1, 1, 1, 0]], tf.int32)))
+    np.testing.assert_array_equal(got[:, 0, 0], [[0, 0, -10000], [0, 0, 0]])
 
 
 def test_inference_function_traces_once_for_every_length(minilm, real_batch):

@@ -15,9 +15,9 @@ Each kernel is a function of tensors; the layers' ``call`` methods compose them 
 of the matching lines of their plain keras.ops math (the block, attention, embeddings and
 heads are written once, in their layers).  A layer takes them where `use_fused` says so for
 its ``kernels`` option: the training path of bf16/fp16 models on TensorFlow, plus dropout
-masks and the 16-bit GELU, and for bf16 inference the oneDNN GELU and softmax
-(`dense_gelu`, `masked_softmax`) or, where bf16 matmuls are emulated, the float32 MLM
-projection (`tied_logits_float32`); float32 models and the other backends run the plain
+masks and the 16-bit GELU, and for bf16 inference oneDNN's GELU, LayerNorm and
+softmax (`dense_gelu`, `layer_norm_onednn`, `masked_softmax`) or, where bf16 matmuls are
+emulated, the float32 MLM projection (`tied_logits_float32`); float32 models and the other backends run the plain
 math, so their numbers are untouched.  Rounding follows the plain path: dropout
 and residual adds in the compute dtype, LayerNorm statistics, GELU and softmax in float32.
 Dropout masks come from `random_bits_tf` (drawn outside, applied inside); `dropout_tf`, the
@@ -292,7 +292,7 @@ def dense_gelu(x, kernel, bias):
     remapper fuses into one oneDNN matmul with its bias and GELU as post-ops (computed in
     float32 inside the kernel, rounded once to x's dtype).  The plain path casts [.., 4H]
     to float32 and back around ten element-wise ops, each a pass in emulated bf16.  Where
-    the pattern is not fused (no oneDNN), TensorFlow's bf16 GELU is slow: `use_dense_gelu`
+    the pattern is not fused (no oneDNN), TensorFlow's bf16 GELU is slow: `use_onednn_bf16`
     says when to call this.
     """
     import tensorflow as tf
@@ -303,11 +303,37 @@ def dense_gelu(x, kernel, bias):
     return tf.reshape(y, tf.concat([tf.shape(x)[:-1], tf.shape(w)[-1:]], 0))
 
 
-def use_dense_gelu(kernels, dtype) -> bool:
-    """Whether `dense_gelu` applies: `use_fused` allows the kernels, the compute dtype is
-    bfloat16 and oneDNN runs it (see `_onednn`)."""
+def use_onednn_bf16(kernels, dtype) -> bool:
+    """Whether the bf16 inference kernels that oneDNN runs apply (`dense_gelu`,
+    `layer_norm_onednn`): `use_fused` allows the kernels, the compute dtype is bfloat16 and
+    oneDNN runs it (see `_onednn`)."""
     return (keras.backend.standardize_dtype(dtype) == "bfloat16" and use_fused(kernels, dtype)
             and _onednn())
+
+
+def layer_norm_onednn(x, gamma, beta, epsilon):
+    """LayerNorm over the last axis of a bf16 tensor, for inference with oneDNN.
+
+    Written as FusedBatchNormV3 in training mode on x viewed as [1, rows, H, 1] (one channel
+    per row, unit scale and zero offset), then gamma and beta: the pattern TensorFlow's graph
+    remapper replaces by one oneDNN layer normalisation (_MklLayerNorm: statistics and the
+    affine step in float32, the output rounded once; gamma and beta enter rounded to bf16).
+    The plain path is a dozen element-wise ops and reductions, each a pass over [rows, H] in
+    emulated bf16, plus a float32 round trip.  The remapper needs a row count known only at run
+    time (a static one folds the unit scale into a constant): then, and on rank 2 or 3 inputs,
+    it fuses; otherwise FusedBatchNormV3 still normalises in float32.  The raw op keeps
+    BERT's epsilon (tf.nn.fused_batch_norm raises it to 1.001e-5).
+    """
+    import tensorflow as tf
+
+    shape = tf.shape(x)
+    rows = tf.reduce_prod(shape[:-1])
+    empty = tf.constant([], tf.float32)
+    y = tf.raw_ops.FusedBatchNormV3(
+        x=tf.reshape(x, tf.stack([1, rows, shape[-1], 1])), scale=tf.ones(tf.reshape(rows, [1])),
+        offset=tf.zeros(tf.reshape(rows, [1])), mean=empty, variance=empty, epsilon=epsilon,
+        data_format="NCHW", is_training=True).y
+    return tf.reshape(y, shape) * tf.cast(gamma, x.dtype) + tf.cast(beta, x.dtype)
 
 
 def tied_logits_float32(rows, table):

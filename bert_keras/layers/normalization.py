@@ -2,6 +2,7 @@
 
 import keras
 import numpy as np
+from keras import ops
 
 from bert_keras.layers import fused
 
@@ -13,9 +14,9 @@ class LayerNorm(keras.layers.LayerNormalization):
     ``kernels`` (`bert_keras.layers.fused.KERNELS`, default "auto"): training in
     bfloat16/float16 on TensorFlow, where `fused.use_fused` allows it, runs the normalisation
     (statistics in float32) as one XLA-fused kernel each way instead of about fifteen
-    element-wise and reduction ops, each a pass over [B, L, H].  float32 models, inference
-    and other backends run the Keras layer itself, so exports and float32 parity are
-    unchanged.
+    element-wise and reduction ops, each a pass over [B, L, H]; bf16 inference with oneDNN
+    runs oneDNN's layer normalisation (`fused.layer_norm_onednn`).  float32 models and other
+    backends run the Keras layer itself, so exports and float32 parity are unchanged.
     """
 
     def __init__(self, kernels="auto", **kwargs):
@@ -28,9 +29,13 @@ class LayerNorm(keras.layers.LayerNormalization):
     def call(self, inputs, training=None):
         if self.stream_scales is not None:
             return scaled_layer_norm(inputs, self.gamma, self.beta, self.epsilon, *self.stream_scales)
-        if (training and fused.use_fused(self.kernels, self.compute_dtype) and not self.rms_scaling
-                and self.center and self.scale and tuple(self.axis) in ((-1,), (len(inputs.shape) - 1,))):
+        standard = (not self.rms_scaling and self.center and self.scale
+                    and tuple(self.axis) in ((-1,), (len(inputs.shape) - 1,)))
+        if standard and training and fused.use_fused(self.kernels, self.compute_dtype):
             return fused.layer_norm(inputs, self.gamma.value, self.beta.value, self.epsilon)
+        if standard and not training and fused.use_onednn_bf16(self.kernels, self.compute_dtype):
+            return fused.layer_norm_onednn(ops.cast(inputs, self.compute_dtype), self.gamma.value,
+                                           self.beta.value, self.epsilon)
         return super().call(inputs)
 
     def get_config(self):
@@ -41,8 +46,6 @@ def scaled_layer_norm(z, gamma, beta, epsilon, s_in, s_out):
     """LN(z * s_in) / s_out computed from z without forming z * s_in (s_in, s_out: per-channel
     float32 [H] or None for 1), for the residual stream stored rescaled
     (`bert_keras.export.residual_scaling`, which has the formulas)."""
-    from keras import ops
-
     h = int(z.shape[-1])
     dtype = z.dtype
     s_in = np.ones(h, np.float32) if s_in is None else np.asarray(s_in, np.float32)

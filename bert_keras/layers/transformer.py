@@ -78,7 +78,7 @@ class TransformerBlock(keras.layers.Layer):
         x = self._add_and_norm(attended, x, self.attention_dropout_layer, self.attention_layer_norm,
                                training, fast and bool(training))
         if (not training and self.hidden_act == "gelu" and self.intermediate.use_bias
-                and fused.use_dense_gelu(self.kernels, self.compute_dtype)):
+                and fused.use_onednn_bf16(self.kernels, self.compute_dtype)):
             # inference: the first matmul, its bias and the GELU as one oneDNN kernel
             dense = self.intermediate
             hidden = self.output_dense(fused.dense_gelu(x, dense.kernel.value, dense.bias.value))

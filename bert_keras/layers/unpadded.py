@@ -83,8 +83,11 @@ class Packing:
         """[B, 1, 1, L] additive bias -> [B, 1, 1, length]: the keys the attention sees."""
         import tensorflow as tf
 
-        # tf.slice, not [..., :length]: LiteRT has no strided slice with a computed end.
-        return tf.slice(bias, tf.zeros([4], tf.int32), tf.stack([-1, -1, -1, self.length]))
+        # tf.slice, not [..., :length]: LiteRT has no strided slice with a computed end.  The
+        # sizes of the two unit axes are spelled out so that the result's shape is known to be
+        # [B, 1, 1, length]: TensorFlow's remapper then fuses the bias add (and the query scale)
+        # into the oneDNN scores matmul, which it declines for a bias of unknown shape.
+        return tf.slice(bias, tf.zeros([4], tf.int32), tf.stack([-1, 1, 1, self.length]))
 
     @property
     def positions(self):
