@@ -146,7 +146,8 @@ def main(argv=None):
     ops = op_times(logdir, len(feeds))
     kernel_us = sum(us for us, _ in ops.values())
     tokens = float(np.mean([f["padding_mask"].sum() for f in feeds]))
-    matmul_us = sum(us for op, (us, _) in ops.items() if op.endswith("MatMul"))  # not BatchMatMulV2
+    # the dense layers' kernels: MatMul and the 1x1 convolutions of bf16 inference (not BatchMatMulV2)
+    matmul_us = sum(us for op, (us, _) in ops.items() if op.endswith(("MatMul", "Conv2D")))
     examples = float(np.mean([len(f["padding_mask"]) for f in feeds]))
     gflops = dense_flops(model, tokens, examples) / (matmul_us * 1e3) if matmul_us else None
 

@@ -63,7 +63,8 @@ class BertSelfAttention(keras.layers.Layer):
       SDPA kernels; in float32 the same numbers within the parity bounds (docs/results.md);
     - on TensorFlow, where `fused.use_fused` allows it in 16-bit training, the Q/K/V split
       and the masked softmax with its dropout are XLA kernels (`fused.qkv_heads`,
-      `fused.masked_softmax_dropout`).
+      `fused.masked_softmax_dropout`); in bf16 inference with oneDNN the projections and the
+      softmax are oneDNN's kernels (`fused.dense_rows`, `fused.masked_softmax`).
 
     Args:
         masking: `MASKINGS` ("additive" by default; "select" for full-integer TFLite).
@@ -105,7 +106,9 @@ class BertSelfAttention(keras.layers.Layer):
     def call(self, x, attention_bias, training=None, packing=None):
         """x: [B, L, H]; or, with ``packing`` (`bert_keras.layers.unpadded.Packing`), the real
         tokens only plus the packing's spare row, [T + 1, H], and the result is [T + 1, H] too."""
-        qkv = self.qkv(x)
+        # bf16 inference with oneDNN: the projections as oneDNN convolutions (`fused.dense_rows`)
+        onednn = not training and fused.use_onednn_bf16(self.kernels, self.compute_dtype)
+        qkv = fused.dense(self.qkv, x, onednn)
         if packing is not None:
             qkv = packing.scatter(qkv)
         fast = self.masking == "additive" and fused.use_fused(self.kernels, self.compute_dtype)
@@ -113,7 +116,7 @@ class BertSelfAttention(keras.layers.Layer):
                                fused_kernels=bool(training) and packing is None and fast)
         if packing is not None:
             context = packing.gather(context)
-        return self.output_dense(context)
+        return fused.dense(self.output_dense, context, onednn)
 
     def _attend(self, qkv, attention_bias, training, fused_kernels=False, fused_softmax=False):
         """[B, L, 3H] fused projections -> [B, L, H] context (before the output dense)."""

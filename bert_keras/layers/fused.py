@@ -15,8 +15,8 @@ Each kernel is a function of tensors; the layers' ``call`` methods compose them 
 of the matching lines of their plain keras.ops math (the block, attention, embeddings and
 heads are written once, in their layers).  A layer takes them where `use_fused` says so for
 its ``kernels`` option: the training path of bf16/fp16 models on TensorFlow, plus dropout
-masks and the 16-bit GELU, and for bf16 inference oneDNN's GELU, LayerNorm and
-softmax (`dense_gelu`, `layer_norm_onednn`, `masked_softmax`) or, where bf16 matmuls are
+masks and the 16-bit GELU, and for bf16 inference oneDNN's dense, GELU, LayerNorm and
+softmax kernels (`dense_rows`, `dense_gelu`, `layer_norm_onednn`, `masked_softmax`) or, where bf16 matmuls are
 emulated, the float32 MLM projection (`tied_logits_float32`); float32 models and the other backends run the plain
 math, so their numbers are untouched.  Rounding follows the plain path: dropout
 and residual adds in the compute dtype, LayerNorm statistics, GELU and softmax in float32.
@@ -303,8 +303,41 @@ def dense_gelu(x, kernel, bias):
     return tf.reshape(y, tf.concat([tf.shape(x)[:-1], tf.shape(w)[-1:]], 0))
 
 
+def dense_rows(x, kernel, bias):
+    """x W + b over the last axis, for 16-bit inference on TensorFlow with oneDNN.
+
+    Written as a 1x1 convolution over the rows ([1, rows, 1, in] with a [1, 1, in, out]
+    filter, then BiasAdd), which TensorFlow's remapper fuses into one oneDNN convolution:
+    on an AMX CPU its kernel ran BERT's Q/K/V, attention-output and second FFN projections
+    in bf16 1.25x faster than TensorFlow's oneDNN MatMul (docs/design.md, "Measured
+    choices").  The same products and the same bf16 rounding of the sums; `use_onednn_bf16`
+    says when to call this.
+    """
+    import tensorflow as tf
+
+    w = tf.cast(kernel, x.dtype)
+    rows = tf.reshape(x, [1, -1, 1, tf.shape(x)[-1]])
+    y = tf.nn.bias_add(tf.nn.conv2d(rows, w[None, None], strides=1, padding="VALID"), tf.cast(bias, x.dtype))
+    return tf.reshape(y, tf.concat([tf.shape(x)[:-1], tf.shape(w)[-1:]], 0))
+
+
+def plain_dense(layer) -> bool:
+    """Whether a `keras.layers.Dense` computes only x W + b (no activation, LoRA or
+    quantisation), so that a kernel here may stand in for its call."""
+    return (layer.use_bias and layer.activation is keras.activations.linear
+            and not getattr(layer, "lora_enabled", False) and getattr(layer, "quantization_mode", None) is None)
+
+
+def dense(layer, x, onednn):
+    """``layer(x)``, or `dense_rows` with its weights where ``onednn`` (the caller's
+    `use_onednn_bf16`) and the layer is `plain_dense`."""
+    if onednn and plain_dense(layer):
+        return dense_rows(x, layer.kernel.value, layer.bias.value)
+    return layer(x)
+
+
 def use_onednn_bf16(kernels, dtype) -> bool:
-    """Whether the bf16 inference kernels that oneDNN runs apply (`dense_gelu`,
+    """Whether the bf16 inference kernels that oneDNN runs apply (`dense_gelu`, `dense_rows`,
     `layer_norm_onednn`): `use_fused` allows the kernels, the compute dtype is bfloat16 and
     oneDNN runs it (see `_onednn`)."""
     return (keras.backend.standardize_dtype(dtype) == "bfloat16" and use_fused(kernels, dtype)

@@ -77,11 +77,13 @@ class TransformerBlock(keras.layers.Layer):
         attended = self.attention(x, attention_bias, training=training, packing=packing)
         x = self._add_and_norm(attended, x, self.attention_dropout_layer, self.attention_layer_norm,
                                training, fast and bool(training))
-        if (not training and self.hidden_act == "gelu" and self.intermediate.use_bias
+        if (not training and self.hidden_act == "gelu" and fused.plain_dense(self.intermediate)
                 and fused.use_onednn_bf16(self.kernels, self.compute_dtype)):
-            # inference: the first matmul, its bias and the GELU as one oneDNN kernel
+            # inference: the first matmul, its bias and the GELU as one oneDNN kernel, the
+            # second as a oneDNN convolution
             dense = self.intermediate
-            hidden = self.output_dense(fused.dense_gelu(x, dense.kernel.value, dense.bias.value))
+            hidden = fused.dense_gelu(x, dense.kernel.value, dense.bias.value)
+            hidden = fused.dense(self.output_dense, hidden, onednn=True)
         else:
             hidden = self.feed_forward(x, fused_kernel=fast)
         return self._add_and_norm(hidden, x, self.output_dropout, self.output_layer_norm,
