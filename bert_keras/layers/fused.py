@@ -1,4 +1,5 @@
-"""XLA-fused kernels of a mixed-precision (bf16/fp16) training step on TensorFlow.
+"""Kernels the layers compose on TensorFlow: the XLA-fused stages of a mixed-precision
+(bf16/fp16) training step, and oneDNN's kernels for bf16 inference.
 
 Between two matmuls, a BERT block runs chains of element-wise ops: dropout, residual
 add and LayerNorm; the attention softmax with its mask, casts and dropout; the Q/K/V
@@ -15,11 +16,12 @@ Each kernel is a function of tensors; the layers' ``call`` methods compose them 
 of the matching lines of their plain keras.ops math (the block, attention, embeddings and
 heads are written once, in their layers).  A layer takes them where `use_fused` says so for
 its ``kernels`` option: the training path of bf16/fp16 models on TensorFlow, plus dropout
-masks and the 16-bit GELU, and for bf16 inference oneDNN's dense, GELU, LayerNorm and
-softmax kernels (`dense_rows`, `dense_gelu`, `layer_norm_onednn`, `masked_softmax`) or, where bf16 matmuls are
-emulated, the float32 MLM projection (`tied_logits_float32`); float32 models and the other backends run the plain
-math, so their numbers are untouched.  Rounding follows the plain path: dropout
-and residual adds in the compute dtype, LayerNorm statistics, GELU and softmax in float32.
+masks and the 16-bit GELU; for bf16 inference, oneDNN's dense, GELU, LayerNorm and softmax
+kernels (`dense_rows`, `dense_gelu`, `layer_norm_onednn`, `masked_softmax`); where bf16
+matmuls are emulated, the float32 MLM projection (`tied_logits_float32`).  float32 models and
+the other backends run the plain math, so their numbers are untouched.  Rounding follows the
+plain path: dropout and residual adds in the compute dtype, LayerNorm statistics, GELU and
+softmax in float32.
 Dropout masks come from `random_bits_tf` (drawn outside, applied inside); `dropout_tf`, the
 `bert_keras.layers.Dropout` training path, applies them the same way.
 """
