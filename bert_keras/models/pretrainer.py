@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from bert_keras import _private_api
-from bert_keras.layers import MaskedLMHead
+from bert_keras.layers import MaskedLMHead, fused
 from bert_keras.models.encoder import INPUT_NAMES, BertEncoder, encoder_inputs
 from bert_keras.models.inference import InMemoryPredict
 
@@ -28,7 +28,9 @@ class BertPretrainer(InMemoryPredict):
     ``(features, labels)`` from `bert_keras.data.pretraining_dataset`, labels being
     ``masked_ids`` [B, P], ``masked_weights`` [B, P] and ``next_sentence_label`` [B]:
     loss = weighted mean MLM cross-entropy over real targets + mean NSP
-    cross-entropy; metrics ``mlm_accuracy``, ``nsp_accuracy``, ``mlm_loss``, ``nsp_loss``.
+    cross-entropy; metrics ``mlm_accuracy``, ``nsp_accuracy``, ``mlm_loss``, ``nsp_loss``.  On
+    TensorFlow, where the encoder's ``kernels`` allow it (`fused.use_fused`: not inside a
+    ``jit_compile=True`` step), the MLM cross-entropy is `fused.sparse_softmax_cross_entropy`.
 
     Example:
         >>> import bert_keras as bk, keras
@@ -69,8 +71,15 @@ class BertPretrainer(InMemoryPredict):
         if _private_api.has_compiled_loss(self) or y is None:
             return super().compute_loss(x, y, y_pred, sample_weight, training)
         weights = ops.cast(y["masked_weights"], "float32")
-        mlm_ce = keras.losses.sparse_categorical_crossentropy(
-            y["masked_ids"], y_pred["mlm_logits"], from_logits=True)
+        if fused.use_fused(self.encoder.kernels):
+            # TensorFlow, outside an XLA compile: the [B * P, V] cross-entropy as XLA passes
+            logits = y_pred["mlm_logits"]
+            mlm_ce = ops.reshape(fused.sparse_softmax_cross_entropy(
+                ops.reshape(ops.cast(y["masked_ids"], "int32"), (-1,)),
+                ops.reshape(ops.cast(logits, "float32"), (-1, ops.shape(logits)[-1]))), ops.shape(weights))
+        else:
+            mlm_ce = keras.losses.sparse_categorical_crossentropy(
+                y["masked_ids"], y_pred["mlm_logits"], from_logits=True)
         # Google's normalisation: sum over real targets / (count + 1e-5).
         mlm_loss = ops.sum(mlm_ce * weights) / (ops.sum(weights) + 1e-5)
         nsp_loss = ops.mean(keras.losses.sparse_categorical_crossentropy(

@@ -8,6 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_keras.errors import BertKerasError
+from bert_keras.layers.fused import sparse_softmax_cross_entropy
 
 # Order of the statistics a step returns (summed over replicas and steps).
 _STATS = ("loss", "mlm_loss", "nsp_loss", "mlm_correct", "mlm_count", "nsp_correct", "nsp_count")
@@ -16,43 +17,6 @@ _STATS = ("loss", "mlm_loss", "nsp_loss", "mlm_correct", "mlm_count", "nsp_corre
 class NonFiniteLossError(BertKerasError):
     """The training loss became NaN or infinite; the last good checkpoint is kept."""
 
-
-
-def _exp_sum(logits, row_max):
-    return tf.reduce_sum(tf.exp(logits - row_max[:, None]), -1)
-
-
-def _cross_entropy_gradient(upstream, logits, log_normaliser, labels):
-    return upstream[:, None] * (tf.exp(logits - log_normaliser[:, None])
-                                - tf.one_hot(labels, tf.shape(logits)[-1], dtype=logits.dtype))
-
-
-_XLA = {}
-
-
-def sparse_softmax_cross_entropy(labels, logits):
-    """``tf.nn.sparse_softmax_cross_entropy_with_logits`` for float32 logits [N, V], labels int32 [N].
-
-    Same values (within float32 rounding), less CPU time on the [N, V] MLM logits
-    (docs/design.md, "Measured choices"): the row maximum is a TensorFlow reduction, the
-    sum of exponentials and the gradient softmax - one_hot are one XLA-fused pass each.
-    """
-    if not _XLA:
-        _XLA["exp_sum"] = tf.function(_exp_sum, jit_compile=True, reduce_retracing=True)
-        _XLA["gradient"] = tf.function(_cross_entropy_gradient, jit_compile=True, reduce_retracing=True)
-
-    @tf.custom_gradient
-    def cross_entropy(logits):
-        row_max = tf.stop_gradient(tf.reduce_max(logits, -1))
-        log_normaliser = tf.math.log(_XLA["exp_sum"](logits, row_max)) + row_max
-        picked = tf.gather(logits, labels[:, None], batch_dims=1)[:, 0]
-
-        def grad(upstream):
-            return _XLA["gradient"](upstream, logits, log_normaliser, labels)
-
-        return log_normaliser - picked, grad
-
-    return cross_entropy(logits)
 
 
 def pretraining_terms(labels, outputs):
