@@ -170,14 +170,25 @@ def test_bf16_inference_kernels_give_the_plain_paths_numbers(minilm_dir, minilm,
     assert np.abs(fast - reference).max() < 2 * np.abs(want - reference).max() + 1e-4
 
 
-def test_dense_gelu_is_exact_gelu_and_one_onednn_kernel_where_onednn_runs_bf16():
-    """`fused.dense_gelu` is GELU(x W + b) to bf16 rounding; where the layers choose it
-    (`use_onednn_bf16`: oneDNN with AVX-512) TensorFlow's remapper must fuse the matmul, bias and
-    GELU into one oneDNN kernel, else the bf16 GELU runs unfused (slower)."""
+def _assert_onednn_ran(primitive, body):
+    """A fresh Python running ``body`` (numpy as np, tensorflow as tf and the fused kernels
+    imported) executes a oneDNN ``primitive`` (a substring of its ONEDNN_VERBOSE line)."""
     import os
     import subprocess
     import sys
 
+    code = "import numpy as np, tensorflow as tf\nfrom bert_keras.layers import fused\n" + body
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "ONEDNN_VERBOSE": "1", "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    executed = [line for line in out.stdout.splitlines() if ",exec," in line]
+    assert any(primitive in line for line in executed), executed
+
+
+def test_dense_gelu_is_exact_gelu_and_one_onednn_kernel_where_onednn_runs_bf16():
+    """`fused.dense_gelu` is GELU(x W + b) to bf16 rounding; where the layers choose it
+    (`use_onednn_bf16`: oneDNN with AVX-512) TensorFlow's remapper must fuse the matmul, bias and
+    GELU into one oneDNN kernel, else the bf16 GELU runs unfused (slower)."""
     import tensorflow as tf
     from scipy.special import erf
 
@@ -195,17 +206,11 @@ def test_dense_gelu_is_exact_gelu_and_one_onednn_kernel_where_onednn_runs_bf16()
     assert np.abs(got - want).max() < 0.1 + 0.02 * np.abs(want).max()
     if not fused.use_onednn_bf16("auto", "bfloat16"):
         return  # no AVX-512 or no oneDNN: the layers keep the plain path (checked above)
-    code = ("import numpy as np, tensorflow as tf\n"
-            "from bert_keras.layers import fused\n"
-            "x = tf.constant(np.random.randn(2, 5, 8), tf.bfloat16)\n"
-            "w, b = tf.constant(np.random.randn(8, 32), tf.float32), tf.constant(np.zeros(32), tf.float32)\n"
-            "y = tf.function(fused.dense_gelu)(x, w, b)\n"
-            "assert y.shape == (2, 5, 32), y.shape\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "ONEDNN_VERBOSE": "1", "TF_CPP_MIN_LOG_LEVEL": "3"})
-    assert out.returncode == 0, out.stderr[-2000:]
-    executed = [line for line in out.stdout.splitlines() if ",exec," in line]
-    assert any("eltwise_gelu_erf" in line for line in executed), executed
+    _assert_onednn_ran("eltwise_gelu_erf", (
+        "x = tf.constant(np.random.randn(2, 5, 8), tf.bfloat16)\n"
+        "w, b = tf.constant(np.random.randn(8, 32), tf.float32), tf.constant(np.zeros(32), tf.float32)\n"
+        "y = tf.function(fused.dense_gelu)(x, w, b)\n"
+        "assert y.shape == (2, 5, 32), y.shape\n"))
 
 
 def test_dense_rows_is_the_dense_product_to_bf16_rounding():
@@ -239,10 +244,6 @@ def test_layer_norm_onednn_is_layer_norm_and_one_onednn_kernel_where_onednn_runs
     """`fused.layer_norm_onednn` is LayerNorm (BERT's epsilon, float32 statistics) to bf16
     rounding, with a static or a run-time row count; where the layers choose it
     (`use_onednn_bf16`) TensorFlow's remapper must turn it into oneDNN's layer normalisation."""
-    import os
-    import subprocess
-    import sys
-
     import tensorflow as tf
 
     from bert_keras.layers import fused
@@ -264,18 +265,14 @@ def test_layer_norm_onednn_is_layer_norm_and_one_onednn_kernel_where_onednn_runs
         assert np.abs(got - want).max() < 0.2, (spec, np.abs(got - want).max())
     if not fused.use_onednn_bf16("auto", "bfloat16"):
         return  # no AVX-512 or no oneDNN: the layers keep Keras' LayerNormalization
-    code = ("import numpy as np, tensorflow as tf\n"
-            "from bert_keras.layers import fused\n"
-            "g, b = np.random.rand(8).astype('float32') + 0.5, np.random.randn(8).astype('float32')\n"
-            "fn = tf.function(lambda t: fused.layer_norm_onednn(t, g, b, 1e-12),\n"
-            "                 input_signature=[tf.TensorSpec([None, 8], tf.bfloat16)])\n"
-            "y = fn(tf.constant(np.random.randn(5, 8), tf.bfloat16))\n"
-            "assert y.shape == (5, 8), y.shape\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "ONEDNN_VERBOSE": "1", "TF_CPP_MIN_LOG_LEVEL": "3"})
-    assert out.returncode == 0, out.stderr[-2000:]
-    executed = [line for line in out.stdout.splitlines() if ",exec," in line]
-    assert any("layer_normalization" in line for line in executed), executed
+    # random gamma and beta: TensorFlow's optimiser drops a multiply by ones and an add of zeros,
+    # and with them the pattern
+    _assert_onednn_ran("layer_normalization", (
+        "g, b = np.random.rand(8).astype('float32') + 0.5, np.random.randn(8).astype('float32')\n"
+        "fn = tf.function(lambda t: fused.layer_norm_onednn(t, g, b, 1e-12),\n"
+        "                 input_signature=[tf.TensorSpec([None, 8], tf.bfloat16)])\n"
+        "y = fn(tf.constant(np.random.randn(5, 8), tf.bfloat16))\n"
+        "assert y.shape == (5, 8), y.shape\n"))
 
 
 def test_the_packed_attention_bias_has_its_unit_axes_in_its_static_shape():
