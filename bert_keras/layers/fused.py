@@ -18,9 +18,10 @@ heads are written once, in their layers).  A layer takes them where `use_fused` 
 its ``kernels`` option: the training path of bf16/fp16 models on TensorFlow, plus dropout
 masks and the 16-bit GELU; for bf16 inference, oneDNN's dense, GELU, LayerNorm and softmax
 kernels (`dense_rows`, `dense_gelu`, `layer_norm_onednn`, `masked_softmax`); where bf16
-matmuls are emulated, the float32 MLM projection (`tied_logits_float32`).  float32 models and
-the other backends run the plain math, so their numbers are untouched.  Rounding follows the
-plain path: dropout and residual adds in the compute dtype, LayerNorm statistics, GELU and
+matmuls are emulated, the float32 MLM projection (`tied_logits_float32`).  float32 models
+(but for the pre-training cross-entropy, `sparse_softmax_cross_entropy`, TensorFlow's to float32
+rounding) and the other backends run the plain math, so their numbers are untouched.  Rounding
+follows the plain path: dropout and residual adds in the compute dtype, LayerNorm statistics, GELU and
 softmax in float32.
 Dropout masks come from `random_bits_tf` (drawn outside, applied inside); `dropout_tf`, the
 `bert_keras.layers.Dropout` training path, applies them the same way.
