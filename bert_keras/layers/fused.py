@@ -21,9 +21,8 @@ kernels (`dense_rows`, `dense_gelu`, `layer_norm_onednn`, `masked_softmax`); whe
 matmuls are emulated, the float32 MLM projection (`tied_logits_float32`).  float32 models
 (but for the pre-training cross-entropy, `sparse_softmax_cross_entropy`, TensorFlow's to float32
 rounding) and the other backends run the plain math, so their numbers are untouched.  Rounding
-follows the plain path: dropout and residual adds in the compute dtype, LayerNorm statistics, GELU and
-softmax in float32.
-Dropout masks come from `random_bits_tf` (drawn outside, applied inside); `dropout_tf`, the
+follows the plain path: dropout and residual adds in the compute dtype, LayerNorm statistics,
+GELU and softmax in float32.  Dropout masks come from `random_bits_tf` (drawn outside, applied inside); `dropout_tf`, the
 `bert_keras.layers.Dropout` training path, applies them the same way.
 """
 
