@@ -93,7 +93,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--batch-size", type=int, default=1)
     p.add_argument("--calls", type=int, default=200, help="batches timed and profiled")
-    p.add_argument("--dtype", default="float32", choices=("float32", "mixed_bfloat16"))
+    p.add_argument("--dtype", default="float32", choices=("float32", "mixed_bfloat16", "bfloat16"),
+                   help="the model's dtype policy (bfloat16: weights stored in bf16)")
     p.add_argument("--xla-multiple", type=int, default=16,
                    help="also time an XLA-compiled call on lengths padded to this multiple (0: off)")
     p.add_argument("--rounds", type=int, default=3, help="timing rounds over the calls")
