@@ -126,12 +126,12 @@ def test_pretraining_cross_entropy_equals_tensorflows():
 
 def test_pretrainer_loss_takes_the_fused_cross_entropy_with_kerass_numbers(monkeypatch):
     """`BertPretrainer.compute_loss` on TensorFlow outside an XLA compile: the MLM cross-entropy
-    is `fused.sparse_softmax_cross_entropy`, with the loss and gradients of Keras' own
+    is `cross_entropy.sparse_softmax_cross_entropy`, with the loss and gradients of Keras' own
     (``kernels="plain"``), masked-out targets included."""
     import keras
 
     import bert_keras as bk
-    from bert_keras.layers import fused
+    from bert_keras.layers import cross_entropy
     from bert_keras.models.copies import with_options
 
     keras.utils.set_random_seed(0)
@@ -145,8 +145,8 @@ def test_pretrainer_loss_takes_the_fused_cross_entropy_with_kerass_numbers(monke
          "masked_weights": np.array([[1, 1, 1, 0], [1, 1, 0, 0], [1, 1, 1, 1]], "float32"),
          "next_sentence_label": np.array([0, 1, 0], "int32")}
     calls = []
-    original = fused.sparse_softmax_cross_entropy
-    monkeypatch.setattr(fused, "sparse_softmax_cross_entropy", lambda *a: calls.append(1) or original(*a))
+    original = cross_entropy.sparse_softmax_cross_entropy
+    monkeypatch.setattr(cross_entropy, "sparse_softmax_cross_entropy", lambda *a: calls.append(1) or original(*a))
     results = []
     for m in (model, plain):
         with tf.GradientTape() as tape:

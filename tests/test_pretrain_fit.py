@@ -49,6 +49,6 @@ def test_keras_fit_and_the_custom_loop_end_with_the_same_weights_for_the_same_ba
     worst = max(worst.values())
     print(f"\nfit vs loop: largest weight difference {worst:.2e} after {STEPS} steps (largest update {moved:.2e})")
     assert moved > 1e-3  # both trained
-    # measured: 0 (both take fused.sparse_softmax_cross_entropy); 1.2e-7 with Keras' cross-entropy
+    # measured: 0 (both take cross_entropy.sparse_softmax_cross_entropy); 1.2e-7 with Keras' cross-entropy
     # on the fit side; 3.1e-5 when Keras clipped the norm of the embedding's un-summed IndexedSlices rows
     assert worst < 1e-6

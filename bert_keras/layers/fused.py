@@ -19,8 +19,7 @@ its ``kernels`` option: the training path of bf16/fp16 models on TensorFlow, plu
 masks and the 16-bit GELU; for bf16 inference, oneDNN's dense, GELU, LayerNorm and softmax
 kernels (`dense_rows`, `dense_gelu`, `layer_norm_onednn`, `masked_softmax`); where bf16
 matmuls are emulated, the float32 MLM projection (`tied_logits_float32`).  float32 models
-(but for the pre-training cross-entropy, `sparse_softmax_cross_entropy`, TensorFlow's to float32
-rounding) and the other backends run the plain math, so their numbers are untouched.  Rounding
+and the other backends run the plain math, so their numbers are untouched.  Rounding
 follows the plain path: dropout and residual adds in the compute dtype, LayerNorm statistics,
 GELU and softmax in float32.  Dropout masks come from `random_bits_tf` (drawn outside, applied inside); `dropout_tf`, the
 `bert_keras.layers.Dropout` training path, applies them the same way.
@@ -338,12 +337,15 @@ def dense(layer, x, onednn):
     return layer(x)
 
 
+def _bf16_fused(kernels, dtype) -> bool:
+    return keras.backend.standardize_dtype(dtype) == "bfloat16" and use_fused(kernels, dtype)
+
+
 def use_onednn_bf16(kernels, dtype) -> bool:
     """Whether the bf16 inference kernels that oneDNN runs apply (`dense_gelu`, `dense_rows`,
     `layer_norm_onednn`): `use_fused` allows the kernels, the compute dtype is bfloat16 and
     oneDNN runs it (see `_onednn`)."""
-    return (keras.backend.standardize_dtype(dtype) == "bfloat16" and use_fused(kernels, dtype)
-            and _onednn())
+    return _bf16_fused(kernels, dtype) and _onednn()
 
 
 def layer_norm_onednn(x, gamma, beta, epsilon):
@@ -402,46 +404,7 @@ def tied_logits_float32(rows, table):
 def use_tied_logits_float32(kernels, dtype) -> bool:
     """Whether `tied_logits_float32` applies: `use_fused` allows the kernels, the compute dtype
     is bfloat16 and oneDNN does not run bf16 matmuls (see `_onednn`)."""
-    return (keras.backend.standardize_dtype(dtype) == "bfloat16" and use_fused(kernels, dtype)
-            and not _onednn())
-
-
-def sparse_softmax_cross_entropy(labels, logits):
-    """``tf.nn.sparse_softmax_cross_entropy_with_logits`` for float32 logits [N, V], labels int32 [N].
-
-    Same values (within float32 rounding), less CPU time on the [N, V] MLM logits
-    (docs/design.md, "Measured choices"): the row maximum is a TensorFlow reduction, the
-    sum of exponentials and the gradient softmax - one_hot are one XLA-fused pass each.
-    The pre-training loss of `PretrainLoop` and of `BertPretrainer.compute_loss`.
-    """
-    import tensorflow as tf
-
-    @tf.custom_gradient
-    def cross_entropy(logits):
-        row_max = tf.stop_gradient(tf.reduce_max(logits, -1))
-        log_normaliser = tf.math.log(_compiled("exp_sum", _exp_sum)(logits, row_max)) + row_max
-        picked = tf.gather(logits, labels[:, None], batch_dims=1)[:, 0]
-
-        def grad(upstream):
-            return _compiled("cross_entropy_gradient", _cross_entropy_gradient)(
-                upstream, logits, log_normaliser, labels)
-
-        return log_normaliser - picked, grad
-
-    return cross_entropy(logits)
-
-
-def _exp_sum(logits, row_max):
-    import tensorflow as tf
-
-    return tf.reduce_sum(tf.exp(logits - row_max[:, None]), -1)
-
-
-def _cross_entropy_gradient(upstream, logits, log_normaliser, labels):
-    import tensorflow as tf
-
-    return upstream[:, None] * (tf.exp(logits - log_normaliser[:, None])
-                                - tf.one_hot(labels, tf.shape(logits)[-1], dtype=logits.dtype))
+    return _bf16_fused(kernels, dtype) and not _onednn()
 
 
 def _onednn():

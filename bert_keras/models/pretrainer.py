@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from bert_keras import _private_api
-from bert_keras.layers import MaskedLMHead, fused
+from bert_keras.layers import MaskedLMHead, cross_entropy, fused
 from bert_keras.models.encoder import INPUT_NAMES, BertEncoder, encoder_inputs
 from bert_keras.models.inference import InMemoryPredict
 
@@ -30,7 +30,7 @@ class BertPretrainer(InMemoryPredict):
     loss = weighted mean MLM cross-entropy over real targets + mean NSP
     cross-entropy; metrics ``mlm_accuracy``, ``nsp_accuracy``, ``mlm_loss``, ``nsp_loss``.  On
     TensorFlow, where the encoder's ``kernels`` allow it (`fused.use_fused`: not inside a
-    ``jit_compile=True`` step), the MLM cross-entropy is `fused.sparse_softmax_cross_entropy`.
+    ``jit_compile=True`` step), the MLM cross-entropy is `cross_entropy.sparse_softmax_cross_entropy`.
 
     Example:
         >>> import bert_keras as bk, keras
@@ -74,7 +74,7 @@ class BertPretrainer(InMemoryPredict):
         if fused.use_fused(self.encoder.kernels):
             # TensorFlow, outside an XLA compile: the [B * P, V] cross-entropy as XLA passes
             logits = y_pred["mlm_logits"]
-            mlm_ce = ops.reshape(fused.sparse_softmax_cross_entropy(
+            mlm_ce = ops.reshape(cross_entropy.sparse_softmax_cross_entropy(
                 ops.reshape(ops.cast(y["masked_ids"], "int32"), (-1,)),
                 ops.reshape(ops.cast(logits, "float32"), (-1, ops.shape(logits)[-1]))), ops.shape(weights))
         else:

@@ -8,7 +8,7 @@ import numpy as np
 import tensorflow as tf
 
 from bert_keras.errors import BertKerasError
-from bert_keras.layers.fused import sparse_softmax_cross_entropy
+from bert_keras.layers.cross_entropy import sparse_softmax_cross_entropy
 
 # Order of the statistics a step returns (summed over replicas and steps).
 _STATS = ("loss", "mlm_loss", "nsp_loss", "mlm_correct", "mlm_count", "nsp_correct", "nsp_count")
