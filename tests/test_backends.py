@@ -90,6 +90,20 @@ def test_real_classifier_equals_hugging_face():
     assert diff < 5e-5
 
 
+def test_constant_weights_inference_is_tensorflows_and_refused_elsewhere():
+    from bert_keras.models import inference_function
+
+    enc = bk.BertEncoder(TINY)
+    x = random_batch(TINY.vocab_size, batch=2, length=12, seed=1)
+    if BACKEND != "tensorflow":
+        with pytest.raises(ValueError, match="constant_weights=True.*TensorFlow backend.*" + BACKEND):
+            inference_function(enc, constant_weights=True)
+        return
+    want, got = inference_function(enc)(x), inference_function(enc, constant_weights=True)(x)
+    for name in ("sequence_output", "pooled_output"):  # measured 3e-8 / 0.0
+        assert np.abs(_numpy(got[name]) - _numpy(want[name])).max() < 1e-6, name
+
+
 def _pretraining_batch(seed=0, batch=8, length=32, predictions=5):
     rng = np.random.default_rng(seed)
     x = random_batch(TINY.vocab_size, batch=batch, length=length, seed=seed)
