@@ -90,6 +90,22 @@ def test_real_classifier_equals_hugging_face():
     assert diff < 5e-5
 
 
+def test_inference_function_does_not_keep_its_model_alive():
+    import gc
+    import weakref
+
+    from bert_keras.models import inference_function
+
+    enc = bk.BertEncoder(TINY)
+    x = random_batch(TINY.vocab_size, batch=2, length=12, seed=1)
+    out = _numpy(inference_function(enc)(x)["pooled_output"])
+    assert out.shape == (2, TINY.hidden_size)
+    ref = weakref.ref(enc)
+    del enc
+    gc.collect()
+    assert ref() is None  # its cached function went with it
+
+
 def test_constant_weights_inference_is_tensorflows_and_refused_elsewhere():
     from bert_keras.models import inference_function
 

@@ -32,10 +32,13 @@ def inference_function(model, constant_weights=False):
     now as constants instead of reading the variables: TensorFlow then folds what depends on
     the weights alone (a mixed_bfloat16 model's casts of its float32 weights) and its oneDNN
     kernels keep their weights reordered between calls, so bf16 inference on a oneDNN CPU runs
-    about 1.4x faster (docs/results.md); float32 runs as before.  Same outputs; the function
-    does not see later changes of the weights (training, `set_weights`), so it is built anew
-    at each call of `inference_function` (a few seconds) and not cached.  It holds a copy of
-    the weights (their bytes again, under TensorFlow's 2 GB graph limit: BERT-large fits).
+    about 1.4x faster (MiniLM and BERT-base, docs/results.md); float32 runs as before.  Same
+    outputs to bf16 rounding; the function does not see later changes of the weights
+    (training, `set_weights`), so it is built anew at each call of `inference_function` and not
+    cached.  Its costs: building and the first call take seconds (BERT-base: 12 s and 17 s),
+    and it holds about 8x the float32 weights' bytes more memory (BERT-base: +3.4 GB).  Use
+    trained weights: freshly initialised ones (zero biases, unit LayerNorm scales) let
+    TensorFlow simplify the graph until its fused kernels no longer match, which is slower.
 
     Args:
       model: a `BertEncoder`, `BertPretrainer` or task model.
@@ -69,9 +72,14 @@ def _tensorflow_function(model):
     signature = {name: tf.TensorSpec([None] * len(x.shape), tf.int32, name=name)
                  for name, x in model.input.items()}
 
+    # The function keeps the model by a weak reference: the cache's value must not hold its key
+    # (a WeakKeyDictionary would then never let the model go).  The traced graph holds the
+    # variables themselves.
+    model_ref = weakref.ref(model)
+
     @tf.function(input_signature=[signature], autograph=False)
     def fn(inputs):
-        return model(inputs, training=False)
+        return model_ref()(inputs, training=False)
 
     return fn
 
@@ -99,7 +107,10 @@ def _padded_predict(model):
     per_token = ({k for k, v in symbolic.items() if len(v.shape) >= 2 and v.shape[1] is None} - {"mlm_logits"}
                  if isinstance(symbolic, dict) else len(symbolic.shape) >= 2 and symbolic.shape[1] is None)
 
+    model_ref = weakref.ref(model)  # as in _tensorflow_function: the cache must not hold its key
+
     def fn(inputs):
+        model = model_ref()
         # Only the sequence inputs ([.., L]) are padded; masked_positions index into them.
         arrays = {name: np.asarray(inputs[name]) for name in model.input}
         length = arrays["padding_mask"].shape[-1]
