@@ -19,6 +19,7 @@ hits all alike.
 
 Runners (--frameworks takes names or prefixes, e.g. ``hf ours-compiled tflite``):
   hf-fp32, hf-bf16          transformers BertForSequenceClassification, eager, bf16 = autocast
+  hf-bf16-weights           the same model converted to bfloat16 (``model.to(torch.bfloat16)``)
   ort-fp32, ort-int8        ONNX Runtime on the same HF model exported by torch.onnx.export;
                             int8 = onnxruntime.quantization.quantize_dynamic (QInt8 weights)
   keras-hub-fp32            keras_hub BertTextClassifier.predict_on_batch (preprocessor off)
@@ -26,6 +27,9 @@ Runners (--frameworks takes names or prefixes, e.g. ``hf ours-compiled tflite``)
                             BertClassifier: model.predict(batch), model.predict_on_batch,
                             and `inference_function(model)` (the compiled inference call)
   ours-bf16                 the same compiled call on a mixed_bfloat16 copy
+  ours-constant, ours-bf16-constant
+                            `inference_function(model, constant_weights=True)` (the weights
+                            baked in as constants), float32 and mixed_bfloat16
   sm-serve_ids, sm-serving_default
                             the SavedModel of `export_saved_model` (ids; raw text)
   tflite-fp32, tflite-float16, tflite-dynamic, tflite-int8, tflite-int8_mixed
@@ -65,11 +69,11 @@ THREADS = 2
 BATCH = 32
 MAX_SEQ_LEN = 128
 RUNNERS = {  # runner -> worker group (one process per group)
-    "hf-fp32": "hf", "hf-bf16": "hf",
+    "hf-fp32": "hf", "hf-bf16": "hf", "hf-bf16-weights": "hf-bf16-weights",
     "ort-fp32": "ort", "ort-int8": "ort",
     "keras-hub-fp32": "keras-hub",
     "ours-predict": "ours", "ours-predict_on_batch": "ours", "ours-compiled": "ours",
-    "ours-bf16": "ours-bf16",
+    "ours-constant": "ours", "ours-bf16": "ours-bf16", "ours-bf16-constant": "ours-bf16",
     "sm-serve_ids": "saved-model", "sm-serving_default": "saved-model",
     "tflite-fp32": "tflite", "tflite-float16": "tflite", "tflite-dynamic": "tflite",
     "tflite-int8": "tflite", "tflite-int8_mixed": "tflite",
@@ -216,7 +220,7 @@ def onnx_files(work):
 # --------------------------------------------------------------------------- runners (in workers)
 def load_runners(group, names, work, info):
     """{runner: fn(token_ids, padding_mask, texts) -> logits [B, 2]} for one worker group."""
-    if group in ("hf", "ort", "keras-hub"):
+    if group in ("hf", "hf-bf16-weights", "ort", "keras-hub"):
         import torch
 
         torch.set_num_threads(THREADS)
@@ -240,6 +244,21 @@ def load_runners(group, names, work, info):
             return run
 
         out = {"hf-fp32": hf(False), "hf-bf16": hf(True)}
+    elif group == "hf-bf16-weights":  # its own process: the float32 weights are not kept
+        import torch
+        import transformers
+
+        model = transformers.BertForSequenceClassification.from_pretrained(
+            os.path.join(work, "hf")).eval().to(torch.bfloat16)
+
+        def run(ids, mask, texts):
+            with torch.inference_mode():
+                t = torch.from_numpy(ids.astype(np.int64))
+                logits = model(input_ids=t, attention_mask=torch.from_numpy(mask.astype(np.int64)),
+                               token_type_ids=torch.zeros_like(t)).logits
+            return logits.float().numpy()
+
+        out = {"hf-bf16-weights": run}
     elif group == "ort":
         import onnxruntime as ort
 
@@ -274,6 +293,8 @@ def load_runners(group, names, work, info):
         model = load_checkpoint(info["model_dir"], task="classification",
                                 dtype="mixed_bfloat16" if group == "ours-bf16" else None)
         compiled = compiled_call(model)
+        constant = (compiled_call(model, constant_weights=True)
+                    if {"ours-constant", "ours-bf16-constant"} & set(names) else None)
 
         def feed(ids, mask):
             return {"token_ids": ids, "segment_ids": np.zeros_like(ids), "padding_mask": mask}
@@ -283,6 +304,8 @@ def load_runners(group, names, work, info):
             "ours-predict_on_batch": lambda ids, mask, texts: model.predict_on_batch(feed(ids, mask)),
             "ours-compiled": lambda ids, mask, texts: np.asarray(compiled(feed(ids, mask))),
             "ours-bf16": lambda ids, mask, texts: np.asarray(compiled(feed(ids, mask))),
+            "ours-constant": lambda ids, mask, texts: np.asarray(constant(feed(ids, mask))),
+            "ours-bf16-constant": lambda ids, mask, texts: np.asarray(constant(feed(ids, mask))),
         }
     elif group == "saved-model":
         import tensorflow as tf
@@ -316,7 +339,7 @@ def load_runners(group, names, work, info):
     return {k: v for k, v in out.items() if k in names}
 
 
-def compiled_call(model):
+def compiled_call(model, **options):
     """Ours' compiled inference call: `bert_keras.models.inference_function` where it exists."""
     try:
         from bert_keras.models import inference_function
@@ -324,7 +347,7 @@ def compiled_call(model):
         import tensorflow as tf
 
         return tf.function(lambda x: model(x, training=False), reduce_retracing=True)
-    return inference_function(model)
+    return inference_function(model, **options)
 
 
 def worker(group, names, work, info):

@@ -10,6 +10,8 @@ own length) on the real-tokens-only path, as bench_inference.py's ``ours-compile
   * a profiled pass (tf.profiler): the kernel time of each op type per call, its share of the
     kernel time and its count per call; MatMul's arithmetic rate (2 * tokens * in * out FLOPs
     summed over the model's dense layers, over the matmul kernels' time);
+  * with --constant-weights: the same on `inference_function(model, constant_weights=True)`
+    (the weights baked into the graph as constants), timed interleaved and profiled instead;
   * with --xla-multiple N > 0: the p50 of an XLA-compiled call (``jit_compile=True``) on the
     padded path, each batch padded to a multiple of N (one compilation per multiple), timed
     interleaved with the graph call.
@@ -95,6 +97,8 @@ def main(argv=None):
     p.add_argument("--calls", type=int, default=200, help="batches timed and profiled")
     p.add_argument("--dtype", default="float32", choices=("float32", "mixed_bfloat16", "bfloat16"),
                    help="the model's dtype policy (bfloat16: weights stored in bf16)")
+    p.add_argument("--constant-weights", action="store_true",
+                   help="also time inference_function(model, constant_weights=True) and profile it")
     p.add_argument("--xla-multiple", type=int, default=16,
                    help="also time an XLA-compiled call on lengths padded to this multiple (0: off)")
     p.add_argument("--rounds", type=int, default=3, help="timing rounds over the calls")
@@ -121,6 +125,8 @@ def main(argv=None):
     fn = inference_function(model)  # the classifier's default: the real tokens only
     fn.get_concrete_function()
     runs = {"inference_function": fn}
+    if args.constant_weights:
+        fn = runs["constant_weights"] = inference_function(model, constant_weights=True)  # profiled
     if args.xla_multiple:
         @tf.function(jit_compile=True, autograph=False)
         def xla(inputs):
