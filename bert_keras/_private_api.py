@@ -13,7 +13,6 @@ Why each is needed (there is no public equivalent in these versions):
 | function | private API | used by |
 | --- | --- | --- |
 | `onednn_enabled` | `tensorflow.python.util._pywrap_util_port.IsMklEnabled` | layers/fused.py (bfloat16 softmax kernel choice) |
-| `variables_to_constants` | `tensorflow.python.framework.convert_to_constants.convert_variables_to_constants_v2` | models/inference.py (``constant_weights``) |
 | `in_xla_compile` | `tensorflow.python.ops.control_flow_util.GraphOrParentsInXlaContext` | layers/fused.py (no XLA kernel nested in an XLA compile), layers/unpadded.py (no packing inside one) |
 | `set_calibrate_only` | `TFLiteConverter._experimental_calibrate_only` | export/tflite_convert.py ("int8_mixed") |
 | `mlir_quantize` | `tensorflow.lite.python.convert.mlir_quantize` | export/tflite_convert.py ("int8_mixed") |
@@ -115,14 +114,6 @@ def in_xla_compile() -> bool:
 
     util = _module("tensorflow.python.ops.control_flow_util", "tensorflow", api)
     return bool(_get(util, "GraphOrParentsInXlaContext", "tensorflow", api)(tf.compat.v1.get_default_graph()))
-
-
-def variables_to_constants(concrete_function):
-    """A copy of a traced TensorFlow function with every variable it reads replaced by a
-    constant holding the variable's value now (what the TFLite converter freezes with)."""
-    api = "tensorflow.python.framework.convert_to_constants.convert_variables_to_constants_v2"
-    module = _module("tensorflow.python.framework.convert_to_constants", "tensorflow", api)
-    return _get(module, "convert_variables_to_constants_v2", "tensorflow", api)(concrete_function)
 
 
 def set_calibrate_only(converter) -> None:

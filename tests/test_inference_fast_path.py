@@ -316,6 +316,8 @@ def test_constant_weights_function_gives_the_same_numbers_from_the_weights_it_wa
     bf16 = bk.load_checkpoint(minilm_dir, task="classification", num_classes=2, dtype="mixed_bfloat16")
     bf16.set_weights(minilm.get_weights())
     live, frozen = inference_function(bf16), inference_function(bf16, constant_weights=True)
+    ops = {op.type for op in frozen.get_concrete_function().graph.get_operations()}
+    assert "Const" in ops and not ops & {"ReadVariableOp", "ResourceGather", "VarHandleOp"}, ops
     before, baked = np.asarray(live(real_batch), "float32"), np.asarray(frozen(real_batch), "float32")
     reference = np.asarray(minilm(real_batch, training=False))
     # logits up to 0.042; bf16 rounding apart (oneDNN blocks constant weights its own way):

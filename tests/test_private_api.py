@@ -106,19 +106,6 @@ def test_in_xla_compile_is_true_only_while_tracing_into_an_xla_function():
     assert seen == {"xla": True, "graph": False, "nested": True, "eager": False}
 
 
-def test_variables_to_constants_bakes_in_the_values_of_the_moment():
-    import tensorflow as tf
-
-    v = tf.Variable(2.0)
-    traced = tf.function(lambda x: x * v).get_concrete_function(tf.TensorSpec([], tf.float32))
-    frozen = private.variables_to_constants(traced)
-    v.assign(3.0)
-    assert float(traced(tf.constant(5.0))) == 15.0
-    assert float(frozen(tf.constant(5.0))[0]) == 10.0
-    ops = {op.type for op in frozen.graph.get_operations()}
-    assert "Const" in ops and not ops & {"VarHandleOp", "ReadVariableOp"}, ops
-
-
 def _calibrated(converter):
     """The converter's calibrate-only output (ranges recorded), with the flag reset afterwards."""
     private.set_calibrate_only(converter)

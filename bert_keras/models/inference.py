@@ -87,16 +87,21 @@ def _tensorflow_function(model):
 def _constant_weights_function(model):
     import tensorflow as tf
 
-    from bert_keras._private_api import variables_to_constants
+    signature = {name: tf.TensorSpec([None] * len(x.shape), tf.int32, name=name)
+                 for name, x in model.input.items()}
 
-    traced = inference_function(model).get_concrete_function()
-    frozen = variables_to_constants(traced)
-    names = list(model.input)
+    @tf.function(input_signature=[signature], autograph=False)
+    def fn(inputs):
+        # Every variable read inside the call answers a constant of the graph holding the
+        # variable's value at tracing time (no ReadVariableOp is left for TensorFlow to wait on).
+        with tf.init_scope():
+            values = [v.numpy() for v in model.variables]
+        constants = [(v, tf.constant(x)) for v, x in zip(model.variables, values)]
+        del values
+        with keras.StatelessScope(state_mapping=constants):
+            return model(inputs, training=False)
 
-    def fn(inputs):  # the frozen function answers a flat list: packed as the model's outputs
-        flat = frozen(**{name: tf.convert_to_tensor(inputs[name], tf.int32) for name in names})
-        return tf.nest.pack_sequence_as(traced.structured_outputs, flat)
-
+    fn.get_concrete_function()  # traced now: the weights of this moment
     return fn
 
 
