@@ -35,8 +35,8 @@ def inference_function(model, constant_weights=False):
     about 1.4x faster (MiniLM and BERT-base, docs/results.md); float32 runs as before.  Same
     outputs to bf16 rounding; the function does not see later changes of the weights
     (training, `set_weights`), so it is built anew at each call of `inference_function` and not
-    cached.  Its costs: building and the first call take seconds (BERT-base: 12 s and 17 s),
-    and it holds about 8x the float32 weights' bytes more memory (BERT-base: +3.4 GB).  Use
+    cached.  Its costs: building and the first calls take seconds (BERT-base: 7 s and 17 s),
+    and it holds about 7x the float32 weights' bytes more memory (BERT-base: +2.8 GB).  Use
     trained weights: freshly initialised ones (zero biases, unit LayerNorm scales) let
     TensorFlow simplify the graph until its fused kernels no longer match, which is slower.
 
