@@ -39,6 +39,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bench_inference  # noqa: E402  (threads)
 import machine  # noqa: E402
+from profile_inference import p50_ms  # noqa: E402
 
 
 def resident_mb():
@@ -70,15 +71,6 @@ def random_batches(n, vocab_size, min_len, max_len, seed=0):
         ids = rng.integers(1000, vocab_size, mask.shape).astype("int32") * mask
         out.append({"token_ids": ids, "segment_ids": np.zeros_like(mask), "padding_mask": mask})
     return out
-
-
-def p50_ms(fn, batches):
-    ms = []
-    for batch in batches:
-        start = time.perf_counter()
-        np.asarray(fn(batch))
-        ms.append((time.perf_counter() - start) * 1e3)
-    return float(np.median(ms))
 
 
 def main(argv=None):
