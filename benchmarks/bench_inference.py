@@ -32,6 +32,8 @@ Runners (--frameworks takes names or prefixes, e.g. ``hf ours-compiled tflite``)
                             baked in as constants), float32 and mixed_bfloat16
   sm-serve_ids, sm-serving_default
                             the SavedModel of `export_saved_model` (ids; raw text)
+  sm-bf16-constant          `serve_ids` of a mixed_bfloat16 copy exported with
+                            ``constant_weights=True`` (its own process)
   tflite-fp32, tflite-float16, tflite-dynamic, tflite-int8, tflite-int8_mixed
                             the ids files of `export_tflite` through LiteRT (`TFLiteModel`),
                             with length buckets ("auto") except int8_mixed
@@ -74,7 +76,7 @@ RUNNERS = {  # runner -> worker group (one process per group)
     "keras-hub-fp32": "keras-hub",
     "ours-predict": "ours", "ours-predict_on_batch": "ours", "ours-compiled": "ours",
     "ours-constant": "ours", "ours-bf16": "ours-bf16", "ours-bf16-constant": "ours-bf16",
-    "sm-serve_ids": "saved-model", "sm-serving_default": "saved-model",
+    "sm-serve_ids": "saved-model", "sm-serving_default": "saved-model", "sm-bf16-constant": "saved-model-bf16",
     "tflite-fp32": "tflite", "tflite-float16": "tflite", "tflite-dynamic": "tflite",
     "tflite-int8": "tflite", "tflite-int8_mixed": "tflite",
 }
@@ -127,6 +129,13 @@ def prepare(args):
 
         export_saved_model(model_dir, os.path.join(work, "saved_model"), max_seq_len=MAX_SEQ_LEN,
                            ids_only_copy=False)
+    if "sm-bf16-constant" in need and not os.path.exists(os.path.join(work, "saved_model_bf16_constant")):
+        from bert_keras.checkpoints import load_checkpoint
+        from bert_keras.export import export_saved_model
+
+        export_saved_model(load_checkpoint(model_dir, task="classification", dtype="mixed_bfloat16"),
+                           os.path.join(work, "saved_model_bf16_constant"), max_seq_len=MAX_SEQ_LEN,
+                           constant_weights=True)
     tflite_len = int(args.tflite_seq_len or -(-int(lengths.max()) // 8) * 8)
     folder = tflite_folder(work, tflite_len, args.tflite_buckets)
     for runner, quantize in TFLITE_QUANTIZE.items():
@@ -225,7 +234,7 @@ def load_runners(group, names, work, info):
 
         torch.set_num_threads(THREADS)
         torch.set_num_interop_threads(1)
-    if group in ("keras-hub", "ours", "ours-bf16", "saved-model"):
+    if group in ("keras-hub", "ours", "ours-bf16", "saved-model", "saved-model-bf16"):
         pin_tensorflow_threads()
     out = {}
     if group == "hf":
@@ -325,6 +334,16 @@ def load_runners(group, names, work, info):
             return serve_text(text=tf.constant(texts))["logits"].numpy()
 
         out = {"sm-serve_ids": ids_run, "sm-serving_default": text_run}
+    elif group == "saved-model-bf16":
+        import tensorflow as tf
+
+        serve = tf.saved_model.load(os.path.join(work, "saved_model_bf16_constant")).signatures["serve_ids"]
+
+        def bf16_run(ids, mask, texts):
+            return serve(token_ids=tf.constant(ids), segment_ids=tf.zeros_like(ids),
+                         padding_mask=tf.constant(mask))["logits"].numpy()
+
+        out = {"sm-bf16-constant": bf16_run}
     elif group == "tflite":
         from bert_keras.export import TFLiteModel
 

@@ -337,6 +337,37 @@ def test_constant_weights_function_gives_the_same_numbers_from_the_weights_it_wa
         assert np.abs(np.asarray(got[name]) - np.asarray(want[name])).max() < 1e-6, name
 
 
+def test_constant_weights_saved_model_holds_one_copy_of_the_weights_and_no_variables(
+        minilm_dir, minilm, real_batch, tmp_path):
+    """`export_saved_model(model, out, constant_weights=True)`: both signatures call one
+    constant-weights function, so the graph holds the weights once and `variables/` nothing;
+    `serve_ids` gives `inference_function(model, constant_weights=True)`'s logits."""
+    import os
+
+    import tensorflow as tf
+
+    from bert_keras.models import inference_function
+    from bert_keras.models.inference import constant_weights_call
+
+    bf16 = bk.load_checkpoint(minilm_dir, task="classification", num_classes=2, dtype="mixed_bfloat16")
+    bf16.set_weights(minilm.get_weights())
+    out = bk.export_saved_model(bf16, str(tmp_path / "bf16" / "1"), constant_weights=True)
+    weights = sum(int(np.prod(w.shape)) * 4 for w in bf16.weights)  # 90.9 MB
+    graph = os.path.getsize(os.path.join(out, "saved_model.pb"))
+    stored = sum(os.path.getsize(os.path.join(out, "variables", f)) for f in os.listdir(os.path.join(out, "variables")))
+    assert weights < graph < 1.2 * weights and stored < 10_000, (weights, graph, stored)  # measured 93 MB, 683 B
+    served = tf.saved_model.load(out).signatures["serve_ids"](**{k: tf.constant(v) for k, v in real_batch.items()})
+    want = np.asarray(inference_function(bf16, constant_weights=True)(real_batch))
+    assert np.abs(served["logits"].numpy() - want).max() < 1e-6  # measured 0.0
+
+    fn = constant_weights_call(bf16)
+    fn.get_concrete_function()
+    fn.release_weights()
+    np.testing.assert_array_equal(np.asarray(fn(real_batch)), want)  # the traced graph keeps them
+    with pytest.raises(RuntimeError, match="traced again after release_weights"):
+        fn.python_function(real_batch)  # what a new trace would run
+
+
 def test_finetuning_predict_equals_the_model_on_the_whole_batch(minilm, padded_minilm, real_batch):
     from bert_keras import finetuning
 

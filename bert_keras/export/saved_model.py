@@ -58,11 +58,12 @@ def _ids_spec(spec):
     return [tf.TensorSpec(shape, tf.int32, name=n) for n in ("token_ids", "segment_ids", "padding_mask")]
 
 
-def make_serving_functions(model, spec, tokenizer):
+def make_serving_functions(model, spec, tokenizer, constant_weights=False):
     """The signature functions (plain python callables taking tensors).
 
     `tokenizer` is a `BertTokenizer`; for an export that must hold core ops
     only, one with ``wordpiece="core"`` (what `export_saved_model` passes).
+    ``constant_weights``: the model runs as `constant_weights_call` (TensorFlow).
 
     Returns (serve_text, serve_ids); serve_text takes (text) or (text, text_b).  Called eagerly
     in a JAX or PyTorch process (the folder predictor), the model runs on that backend between
@@ -70,8 +71,16 @@ def make_serving_functions(model, spec, tokenizer):
     """
     import keras
 
+    call = None
+    if constant_weights:
+        from bert_keras.models.inference import constant_weights_call
+
+        call = constant_weights_call(model)
+
     def run(feats):
         inputs = {k: feats[k] for k in ("token_ids", "segment_ids", "padding_mask")}
+        if call is not None:
+            return call(inputs)
         if keras.backend.backend() == "tensorflow":
             return model(inputs, training=False)
         out = model.predict_on_batch({k: v.numpy() for k, v in inputs.items()})
@@ -134,7 +143,7 @@ def _write_archive(path, model, endpoints, assets=()):
 
 @writes("out_dir")
 def export_saved_model(model_dir_or_model, out_dir, max_seq_len=None, pair=None, vocab_path=None,
-                       lower_case=None, labels=None, ids_only_copy=True) -> str:
+                       lower_case=None, labels=None, ids_only_copy=True, constant_weights=False) -> str:
     """Exports a task model as a SavedModel with `serving_default` (text) and `serve_ids`.
 
     Args:
@@ -154,6 +163,11 @@ def export_saved_model(model_dir_or_model, out_dir, max_seq_len=None, pair=None,
       ids_only_copy: accepted and ignored, so older calls keep working: the
         folder itself now loads without tensorflow-text (core ops only), so
         no ``ids_only/`` copy is written.
+      constant_weights: the weights as constants of the graph instead of
+        variables (`bert_keras.models.inference_function`'s option, one copy
+        shared by both signatures): for bf16 serving, export a model loaded
+        with ``dtype="mixed_bfloat16"`` this way, and TensorFlow folds its
+        weight casts and oneDNN keeps its reordered weights (docs/results.md).
 
     Returns:
       out_dir.
@@ -168,7 +182,7 @@ def export_saved_model(model_dir_or_model, out_dir, max_seq_len=None, pair=None,
     # A copy traces the signatures: per-sequence tasks on the real tokens only, whatever the
     # caller's model was set to; the caller's model is left as it is.
     model = with_options(model, real_tokens_only=spec.task in REAL_TOKENS_ONLY)
-    serve_text, serve_ids = make_serving_functions(model, spec, tokenizer)
+    serve_text, serve_ids = make_serving_functions(model, spec, tokenizer, constant_weights=constant_weights)
     out_dir = os.fspath(out_dir)
     check_out_dir(out_dir, model_dir_or_model, "saved_model")
     # Written to a temporary sibling and renamed: TF Serving polls the base

@@ -85,23 +85,37 @@ def _tensorflow_function(model):
 
 
 def _constant_weights_function(model):
+    fn = constant_weights_call(model)
+    fn.get_concrete_function()  # traced now: the weights of this moment
+    fn.release_weights()  # the graph holds them
+    return fn
+
+
+def constant_weights_call(model):
+    """A `tf.function` of ``model(inputs, training=False)`` (its input signature open in the batch
+    and length) whose graph holds the model's weights, read now, as constants: the call runs in
+    a `keras.StatelessScope` mapping every variable to a constant, so the graph neither reads
+    nor captures a variable (a SavedModel of it saves none).  `export_saved_model`
+    (``constant_weights=True``) calls it from both signatures, which then share one copy of the
+    weights.  ``fn.release_weights()`` drops the host copy kept for tracing; a trace after that
+    raises instead of reading the variables."""
     import tensorflow as tf
 
     signature = {name: tf.TensorSpec([None] * len(x.shape), tf.int32, name=name)
                  for name, x in model.input.items()}
+    # read here, eagerly: a read inside the trace would make the function watch the variables
+    values = [v.numpy() for v in model.variables]
 
     @tf.function(input_signature=[signature], autograph=False)
     def fn(inputs):
-        # Every variable read inside the call answers a constant of the graph holding the
-        # variable's value at tracing time (no ReadVariableOp is left for TensorFlow to wait on).
-        with tf.init_scope():
-            values = [v.numpy() for v in model.variables]
+        if len(values) != len(model.variables):
+            raise RuntimeError("a constant-weights function traced again after release_weights(); "
+                               "build a new one (inference_function(model, constant_weights=True))")
         constants = [(v, tf.constant(x)) for v, x in zip(model.variables, values)]
-        del values
         with keras.StatelessScope(state_mapping=constants):
             return model(inputs, training=False)
 
-    fn.get_concrete_function()  # traced now: the weights of this moment
+    fn.release_weights = values.clear
     return fn
 
 
