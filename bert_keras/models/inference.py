@@ -66,11 +66,17 @@ def inference_function(model, constant_weights=False):
     return fn
 
 
+def _input_signature(model):
+    """The model's inputs as int32 specs open in every axis (batch, length, choices)."""
+    import tensorflow as tf
+
+    return {name: tf.TensorSpec([None] * len(x.shape), tf.int32, name=name) for name, x in model.input.items()}
+
+
 def _tensorflow_function(model):
     import tensorflow as tf
 
-    signature = {name: tf.TensorSpec([None] * len(x.shape), tf.int32, name=name)
-                 for name, x in model.input.items()}
+    signature = _input_signature(model)
 
     # The function keeps the model by a weak reference: the cache's value must not hold its key
     # (a WeakKeyDictionary would then never let the model go).  The traced graph holds the
@@ -101,8 +107,7 @@ def constant_weights_call(model):
     raises instead of reading the variables."""
     import tensorflow as tf
 
-    signature = {name: tf.TensorSpec([None] * len(x.shape), tf.int32, name=name)
-                 for name, x in model.input.items()}
+    signature = _input_signature(model)
     # read here, eagerly: a read inside the trace would make the function watch the variables
     values = [v.numpy() for v in model.variables]
 
