@@ -324,26 +324,17 @@ def load_runners(group, names, work, info):
         except ImportError:
             pass
         loaded = tf.saved_model.load(os.path.join(work, "saved_model"))
-        serve_ids, serve_text = loaded.signatures["serve_ids"], loaded.signatures["serving_default"]
-
-        def ids_run(ids, mask, texts):
-            return serve_ids(token_ids=tf.constant(ids), segment_ids=tf.zeros_like(ids),
-                             padding_mask=tf.constant(mask))["logits"].numpy()
+        serve_text = loaded.signatures["serving_default"]
 
         def text_run(ids, mask, texts):
             return serve_text(text=tf.constant(texts))["logits"].numpy()
 
-        out = {"sm-serve_ids": ids_run, "sm-serving_default": text_run}
+        out = {"sm-serve_ids": serve_ids_runner(loaded), "sm-serving_default": text_run}
     elif group == "saved-model-bf16":
         import tensorflow as tf
 
-        serve = tf.saved_model.load(os.path.join(work, "saved_model_bf16_constant")).signatures["serve_ids"]
-
-        def bf16_run(ids, mask, texts):
-            return serve(token_ids=tf.constant(ids), segment_ids=tf.zeros_like(ids),
-                         padding_mask=tf.constant(mask))["logits"].numpy()
-
-        out = {"sm-bf16-constant": bf16_run}
+        out = {"sm-bf16-constant": serve_ids_runner(
+            tf.saved_model.load(os.path.join(work, "saved_model_bf16_constant")))}
     elif group == "tflite":
         from bert_keras.export import TFLiteModel
 
@@ -356,6 +347,18 @@ def load_runners(group, names, work, info):
 
         out = {r: lite(q) for r, q in TFLITE_QUANTIZE.items() if r in names}
     return {k: v for k, v in out.items() if k in names}
+
+
+def serve_ids_runner(loaded):
+    """A runner on the `serve_ids` signature of a loaded SavedModel."""
+    import tensorflow as tf
+
+    serve_ids = loaded.signatures["serve_ids"]
+
+    def run(ids, mask, texts):
+        return serve_ids(token_ids=tf.constant(ids), segment_ids=tf.zeros_like(ids),
+                         padding_mask=tf.constant(mask))["logits"].numpy()
+    return run
 
 
 def compiled_call(model, **options):
