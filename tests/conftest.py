@@ -204,3 +204,34 @@ def random_batch(vocab_size, batch=3, length=16, seed=0, pair=True):
         if pair and n > 4:
             seg[b, n // 2:n] = 1
     return {"token_ids": ids, "segment_ids": seg, "padding_mask": mask}
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A folder on a real, nearly full file system: ``small_disk(megabytes)`` -> its path.
+
+    A tmpfs of that size mounted on a fresh folder (the machine's and CI's user is root), so that
+    writes past it fail with a real ENOSPC; unmounted when the test ends.  Where mounting is not
+    allowed the test fails (with CI=true) or is skipped: a stand-in would not be a real full disk.
+    """
+    import shutil
+    import subprocess
+
+    mounted = []
+
+    def make(megabytes=1):
+        folder = tmp_path / f"disk{len(mounted)}"
+        folder.mkdir()
+        proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={int(megabytes * 1024)}k", "tmpfs",
+                               str(folder)], capture_output=True, text=True) if shutil.which("mount") else None
+        if proc is None or proc.returncode != 0:
+            reason = f"cannot mount a small tmpfs here ({proc.stderr.strip() if proc else 'no mount command'})"
+            if CI:
+                pytest.fail(reason)
+            pytest.skip(reason)
+        mounted.append(folder)
+        return folder
+
+    yield make
+    for folder in mounted:
+        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
