@@ -23,11 +23,11 @@ _BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\x
          (b"\xfe\xff", "UTF-16"))
 
 
-def _bad_bytes(data: bytes):
+def _bad_bytes(data: bytes, final=True):
     """(count, offset of the first) of the bytes of ``data`` that are NUL or not valid UTF-8
-    (a character cut by the end of ``data`` is not counted)."""
+    (unless ``final``, a character cut by the end of ``data`` is not counted)."""
     decoder = codecs.getincrementaldecoder("utf-8")("ignore")
-    kept = decoder.decode(data, final=False)
+    kept = decoder.decode(data, final=final)
     whole = len(data) - len(decoder.getstate()[0])  # the bytes before a cut last character
     invalid = whole - len(kept.encode("utf-8"))
     first = None
@@ -60,7 +60,7 @@ def check_utf8_text(path, what="corpus") -> None:
         if head.startswith(bom):
             raise DataError(f"{path}:1: {what} is {encoding} (byte-order mark {bom.hex(' ')}), not UTF-8; "
                             f"convert it first, e.g. iconv -f {encoding} -t UTF-8")
-    count, first = _bad_bytes(head)
+    count, first = _bad_bytes(head, final=len(head) < SAMPLE_BYTES)
     if count and count > BAD_SHARE * len(head):
         line = head.count(b"\n", 0, first) + 1
         column = first - (head.rfind(b"\n", 0, first) + 1) + 1
