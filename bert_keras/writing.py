@@ -44,9 +44,40 @@ _TEMPORARY_SIBLINGS = (".tmp-", ".old-")
 
 
 def lock_file_of(path) -> str:
-    """The lock file `single_writer` holds for ``path``: ``.NAME.lock`` beside it."""
-    path = os.path.abspath(os.fspath(path)).rstrip(os.sep) or os.sep
+    """The lock file `single_writer` holds for ``path``: ``.NAME.lock`` beside what ``path`` resolves to.
+
+    Symbolic links are resolved first, so every spelling of one output (a link, ``../x``,
+    the real path) shares one lock.
+    """
+    path = os.path.realpath(os.fspath(path)).rstrip(os.sep) or os.sep
     return os.path.join(os.path.dirname(path), "." + os.path.basename(path) + ".lock")
+
+
+def _open_lock_file(path, lock_path):
+    """The lock file, opened for writing without following a link, and only if it is a plain file.
+
+    A lock file that is a link (or a hard link to another file, or a FIFO or device) is how
+    someone who can write the folder would aim our truncate-and-write at a file of theirs
+    choosing: such a path is refused, never written.
+    """
+    import stat
+
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        os.makedirs(os.path.dirname(lock_path), exist_ok=True)
+        fd = os.open(lock_path, flags, 0o666)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise BertKerasError(f"{path}: its lock file {lock_path} is a symbolic link; refusing to follow it "
+                                 "(remove it if no bert-keras writer is running)") from None
+        raise BertKerasError(f"{path}: cannot create its lock file {lock_path} ({e.strerror})") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+        os.close(fd)
+        what = "a hard link to another file" if stat.S_ISREG(info.st_mode) else "not a plain file"
+        raise BertKerasError(f"{path}: its lock file {lock_path} is {what}; refusing to write it "
+                             "(remove it if no bert-keras writer is running)")
+    return os.fdopen(fd, "r+", encoding="utf-8")
 
 
 def _holder(lock_path) -> str:
@@ -67,7 +98,7 @@ def _remove_stale_temporaries(path) -> list:
 
     Only called while holding ``path``'s lock: no live writer of ours is using them.
     """
-    folder, name = os.path.split(os.path.abspath(os.fspath(path)))
+    folder, name = os.path.split(os.path.realpath(os.fspath(path)))
     removed = []
     try:
         entries = os.listdir(folder)
@@ -124,11 +155,7 @@ def single_writer(path):
         return
     lock_path = lock_file_of(path)
     while True:
-        try:
-            os.makedirs(os.path.dirname(lock_path), exist_ok=True)
-            f = open(lock_path, "a+", encoding="utf-8")
-        except OSError as e:
-            raise BertKerasError(f"{path}: cannot create its lock file {lock_path} ({e.strerror})") from None
+        f = _open_lock_file(path, lock_path)
         try:
             fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -137,7 +164,7 @@ def single_writer(path):
                                  "wait for it to finish or choose another output") from None
         # the previous holder removes the file before unlocking: ours must still be the one there
         try:
-            same = os.path.samestat(os.fstat(f.fileno()), os.stat(lock_path))
+            same = os.path.samestat(os.fstat(f.fileno()), os.lstat(lock_path))
         except FileNotFoundError:
             same = False
         if same:
@@ -271,15 +298,17 @@ def atomic_write(path, write):
     if _device_or_pipe(path):
         write(path)  # a device or pipe (/dev/stdout, a FIFO): written to, never replaced
         return
-    folder = os.path.dirname(os.path.abspath(path))
+    # a link is written through: its target is replaced, the link stays a link
+    real = os.path.realpath(path)
+    folder = os.path.dirname(real)
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".tmp-")
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(real) + ".tmp-")
     os.close(fd)
     try:
         write(tmp)
         os.chmod(tmp, 0o666 & ~_umask())
         _fsync_path(tmp)
-        os.replace(tmp, path)
+        os.replace(tmp, real)
         _fsync_path(folder)
     except Exception as e:
         if isinstance(e, DiskFullError) or not _is_disk_full(e):
@@ -347,9 +376,10 @@ def replace_folder(tmp, final) -> None:
     first renamed aside, so ``final`` is never half-written, only briefly absent.
     The previous version is deleted only after the new one is in place.
     """
-    tmp, final = os.fspath(tmp), os.fspath(final)
+    # a link to a folder: the folder it points to is replaced, never the link itself
+    tmp, final = os.fspath(tmp), os.path.realpath(os.fspath(final))
     _fsync_tree(tmp)
-    parent = os.path.dirname(os.path.abspath(final))
+    parent = os.path.dirname(final)
     if not os.path.lexists(final):
         os.replace(tmp, final)
     elif _exchange(tmp, final):
@@ -423,15 +453,16 @@ def _folder_in_place(final, may_replace):
         if may_replace is None:
             raise BertKerasError(f"{final}: folder exists and is not empty; refusing to replace it")
         may_replace(final)
-    elif os.path.lexists(final) and not os.path.isdir(final):
+    elif os.path.exists(final) and not os.path.isdir(final):  # a dangling link: its target is made
         raise BertKerasError(f"{final}: exists and is not a folder")
-    parent = os.path.dirname(os.path.abspath(final))
+    real = os.path.realpath(final)  # a link is written through to the folder it points to
+    parent = os.path.dirname(real)
     os.makedirs(parent, exist_ok=True)
-    tmp = tempfile.mkdtemp(prefix="." + os.path.basename(os.path.abspath(final)) + ".tmp-", dir=parent)
+    tmp = tempfile.mkdtemp(prefix="." + os.path.basename(real) + ".tmp-", dir=parent)
     os.chmod(tmp, 0o777 & ~_umask())
     try:
         yield tmp
-        replace_folder(tmp, final)
+        replace_folder(tmp, real)
     finally:
         if os.path.exists(tmp):
             shutil.rmtree(tmp, ignore_errors=True)

@@ -1,7 +1,10 @@
 """Evaluate a fine-tuned model folder (MODEL_DIR/best from `finetune`) on a labelled file.
 
 The task, labels, casing and sequence length come from the folder.  Prints the
-metrics as JSON (percentages) and writes them to --output when given.
+metrics as JSON (percentages) and writes them to --output when given.  A score that
+is not finite (a model whose weights went NaN) is null, listed under "not_finite".
+--output may replace a previous metrics file, never the evaluation file, a file in a
+model folder or another file.
 
 examples:
   bert-keras evaluate --model-dir runs/sentiment/best --eval dev.csv
@@ -10,6 +13,7 @@ examples:
 
 import contextlib
 import json
+import math
 import sys
 
 from bert_keras.cli._task_data import add_casing_arguments, add_data_arguments, read_task_file
@@ -27,9 +31,31 @@ def add_arguments(p):
     add_data_arguments(p)
 
 
+def _finite(scores):
+    """The scores as valid JSON: a NaN or infinite score (a model or labels gone non-finite) becomes
+    null, and "not_finite" lists which (dotted for nested scores), so that it never reads as a number."""
+    bad = []
+
+    def clean(value, name):
+        if isinstance(value, dict):
+            return {k: clean(v, f"{name}.{k}" if name else k) for k, v in value.items()}
+        if isinstance(value, float) and not math.isfinite(value):
+            bad.append(name)
+            return None
+        return value
+
+    cleaned = clean(scores, "")
+    return {**cleaned, "not_finite": bad} if bad else cleaned
+
+
 def run(args) -> int:
+    from bert_keras.errors import BertKerasError
+    from bert_keras.output_files import check_output_file
     from bert_keras.writing import single_writer
 
+    if args.batch_size < 1:
+        raise BertKerasError(f"--batch-size must be >= 1, got {args.batch_size}")
+    check_output_file(args.output, "metrics", [("--eval", args.eval), ("--model-dir", args.model_dir)])
     with single_writer(args.output) if args.output else contextlib.nullcontext():
         return _evaluate(args)
 
@@ -47,7 +73,7 @@ def _evaluate(args):
     examples, data = read_task_file(task, args.eval, args, training=False, announce=sys.stderr)
     scores = evaluate(args.model_dir, examples, task=task, batch_size=args.batch_size, dev_dataset=data,
                       doc_stride=args.doc_stride, max_query_length=args.max_query_length, lower_case=args.lower_case)
-    text = json.dumps(scores, indent=2)
+    text = json.dumps(_finite(scores), indent=2, allow_nan=False)
     print(text)
     if args.output:
         from bert_keras.writing import write_text

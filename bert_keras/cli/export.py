@@ -87,6 +87,8 @@ def run(args) -> int:
     if args.format == "tflite" and args.quantize in CALIBRATED and not args.calibration_file:
         raise BertKerasError(f"--quantize {args.quantize} needs --calibration-file (real sentences of the "
                              "task's kind, one a line)")
+    if args.max_seq_len is not None and not 3 <= args.max_seq_len <= 512:
+        raise BertKerasError(f"--max-seq-len must be in 3..512 (omit it for the folder's), got {args.max_seq_len}")
     if args.length_buckets and args.format != "tflite":
         raise BertKerasError("--length-buckets applies to --format tflite only")
     if args.format == "saved_model":
@@ -106,7 +108,7 @@ def run(args) -> int:
         from bert_keras.export.tfhub import export_tfhub
 
         print(f"exporting {args.model_dir} in the TF Hub convention ...", flush=True)
-        print(json.dumps(export_tfhub(args.model_dir, args.out, seq_length=args.max_seq_len or 128)))
+        print(json.dumps(export_tfhub(args.model_dir, args.out, seq_length=128 if args.max_seq_len is None else args.max_seq_len)))
         return 0
     from bert_keras.export.tflite import export_tflite, file_size_mb
 

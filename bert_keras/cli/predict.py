@@ -17,9 +17,21 @@ are predicted as usual, the exit status stays 0, and one line on stderr says
 how many error records there are.  In JSON lines, "text" must be a string and
 "text_b" a string (multiple choice: a list of strings) or null/absent; any
 other JSON type is an error naming the file, the line and the field, raised
-before the model loads.
+before the model loads (for stdin: before its first 1,024 lines are predicted).
+--format text reads every line as text (a review may start with "{"), --format
+jsonl every line as JSON; the default, auto, takes a line starting with "{" as JSON.
+A JSON line with a key twice is refused.  A value the model gives that is not
+finite (NaN weights) is written as null, and the record gets an "error" naming it.
 
+The input is read, predicted and written 1,024 lines at a time: memory stays
+bounded, and on stdout record N appears once its batch is done.  --output is
+written whole (a temporary file renamed when complete); it may replace a previous
+predictions file, never the input, a file in a model folder or any other file.
 With --output, a progress bar and a summary line go to stdout.
+
+A SavedModel runs the operations its graph holds, whatever they are (reading or
+writing files included): predict only with models you trust, as TensorFlow's
+security guide says of every SavedModel.
 
 examples:
   bert-keras predict --model serving/sentiment/1 "a gorgeous, witty film." "flat and dull."
@@ -29,7 +41,9 @@ examples:
 """
 
 import contextlib
+import itertools
 import json
+import math
 import os
 import sys
 
@@ -44,13 +58,18 @@ def add_arguments(p):
                                    "model keeps TABs as text), or JSON lines")
     p.add_argument("--text-b", action="append",
                    help="second text for pair models, once per command-line text (or once for all)")
-    p.add_argument("--output", help="write the JSON lines here instead of stdout")
+    p.add_argument("--format", choices=("auto", "text", "jsonl"), default="auto",
+                   help="how --input or stdin is read: auto (a line starting with '{' is JSON; the default), "
+                        "text (every line is text), jsonl (every line is a JSON object)")
+    p.add_argument("--output", help="write the JSON lines here instead of stdout (a previous predictions file "
+                                    "is replaced; an input or any other file is refused)")
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--max-seq-len", type=int, help="model folders only (default: the folder's)")
+    p.add_argument("--max-seq-len", type=int, help="model folders only: 3..512 (default: the folder's)")
     add_casing_arguments(p)
 
 
 BLANK = "blank line: no text to classify"
+CHUNK_LINES = 1024  # lines read, predicted and written at a time: memory stays bounded
 
 
 class _Line:
@@ -62,19 +81,40 @@ class _Line:
         self.number, self.text, self.text_b, self.json, self.error = number, text, text_b, json_line, error
 
 
-def _parse_line(line, where, number):
-    """A `_Line` of an input line; JSON lines are parsed and their field types checked here."""
+def _loads(line, where):
+    """One JSON value; duplicate keys (which would silently keep the last) are refused."""
+    from bert_keras.errors import BertKerasError
+
+    def no_duplicates(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise BertKerasError(f'{where}: key "{key}" appears twice in one JSON line')
+            seen.add(key)
+        return dict(pairs)
+
+    try:
+        return json.loads(line, object_pairs_hook=no_duplicates)
+    except json.JSONDecodeError as e:
+        raise BertKerasError(f"{where}: invalid JSON ({e.msg}); if the file is plain text, pass --format text") \
+            from None
+
+
+def _parse_line(line, where, number, fmt="auto"):
+    """A `_Line` of an input line; JSON lines are parsed and their field types checked here.
+
+    ``fmt``: "auto" (a line starting with "{" is JSON), "text" (every line is text) or
+    "jsonl" (every line is a JSON object)."""
     from bert_keras.errors import BertKerasError
     from bert_keras.tasks.files import describe_json
 
     if not line.strip():
         return _Line(number, error=BLANK)
-    if not line.lstrip().startswith("{"):
+    if fmt == "text" or (fmt == "auto" and not line.lstrip().startswith("{")):
         return _Line(number, line)  # split on a TAB or not once the model says whether it takes pairs
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as e:
-        raise BertKerasError(f"{where}: invalid JSON ({e.msg})") from e
+    obj = _loads(line, where)
+    if not isinstance(obj, dict):
+        raise BertKerasError(f"{where}: {describe_json(obj)} where --format jsonl expects a JSON object")
     if "text" not in obj:
         raise BertKerasError(f"{where}: JSON line without a 'text' field")
     text, text_b = obj["text"], obj.get("text_b")
@@ -93,52 +133,54 @@ def _parse_line(line, where, number):
     return _Line(number, text, text_b, json_line=True)
 
 
-def _split_lines(raw):
-    """Lines cut at "\n" only (a trailing "\r" dropped): str.splitlines() would also cut at
-    U+2028, U+0085, form feeds, ... inside a text, and shift every later record."""
-    newline = "\n" if isinstance(raw, str) else b"\n"
-    lines = raw.split(newline)
-    if lines and not lines[-1]:
-        lines.pop()
-    cr = "\r" if isinstance(raw, str) else b"\r"
-    return [line[:-1] if line.endswith(cr) else line for line in lines]
-
-
 def _decoded_lines(stream, where):
-    """The lines of a binary stream, each decoded as UTF-8; a bad byte names `where` and the line."""
+    """(number, line) of a stream, read as it comes: lines end at "\n" only (a trailing "\r"
+    dropped; str.splitlines() would also cut at U+2028, U+0085, form feeds, ... inside a text
+    and shift every later record), each decoded as UTF-8; a bad byte names `where` and the line."""
     from bert_keras.errors import BertKerasError
 
-    data = stream.read()
-    if isinstance(data, str):  # an already decoded text stream (e.g. io.StringIO)
-        return _split_lines(data)
-    lines = []
-    for n, raw in enumerate(_split_lines(data), 1):
+    for n, raw in enumerate(stream, 1):
+        newline, cr = ("\n", "\r") if isinstance(raw, str) else (b"\n", b"\r")
+        raw = raw[:-1] if raw.endswith(newline) else raw
+        raw = raw[:-1] if raw.endswith(cr) else raw
+        if isinstance(raw, str):  # an already decoded text stream (e.g. io.StringIO)
+            yield n, raw
+            continue
         try:
-            lines.append(raw.decode("utf-8-sig" if n == 1 else "utf-8"))
+            yield n, raw.decode("utf-8-sig" if n == 1 else "utf-8")
         except UnicodeDecodeError as e:
             raise BertKerasError(f"{where}:{n}: not valid UTF-8 (byte {raw[e.start]:#04x} at column "
                                  f"{e.start + 1})") from None
-    return lines
 
 
-def _input_lines(args):
-    """(where, parsed `_Line`s) of --input or stdin; (None, None) when the texts are on the command line."""
+@contextlib.contextmanager
+def _open_input(args):
+    """(where, the `_Line`s of --input or stdin, parsed as they are read)."""
     from bert_keras.errors import BertKerasError
 
-    if args.texts:
-        return None, None
     if args.input:
         try:
-            with open(args.input, "rb") as f:
-                where, lines = args.input, _decoded_lines(f, args.input)
+            f = open(args.input, "rb")
         except OSError as e:
             raise BertKerasError(f"{args.input}: cannot read ({e.strerror})") from e
+        with f:
+            where = args.input
+            yield where, (_parse_line(line, f"{where}:{n}", n, args.format) for n, line in _decoded_lines(f, where))
     else:
         where = "<stdin>"
-        lines = _decoded_lines(getattr(sys.stdin, "buffer", sys.stdin), where)
-    if not lines:
-        raise BertKerasError(f"{where}: no texts")
-    return where, [_parse_line(line, f"{where}:{n}", n) for n, line in enumerate(lines, 1)]
+        stream = getattr(sys.stdin, "buffer", sys.stdin)
+        yield where, (_parse_line(line, f"{where}:{n}", n, args.format) for n, line in _decoded_lines(stream, where))
+
+
+def _chunks(lines, size):
+    chunk = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
 
 
 def _resolve(lines, where, pair, multiple_choice):
@@ -171,31 +213,46 @@ def _resolve(lines, where, pair, multiple_choice):
             line.error = 'field "text_b" is empty: the model takes pairs'
 
 
-def _read(args, lines, where, pair=False, multiple_choice=False):
-    """(texts, texts_b or None, positions) for the model; positions: the index in `lines` of each
-    text (None for command-line texts).  `pair`: the model takes text_b."""
+def _command_line_texts(args, multiple_choice=False):
+    """(texts, texts_b or None) of the texts given on the command line."""
     from bert_keras.errors import BertKerasError
 
-    if args.texts:
-        texts = list(args.texts)
-        b = args.text_b
-        if b and len(b) == 1 and len(texts) > 1:
-            b = b * len(texts)
-        if b and len(b) != len(texts):
-            raise BertKerasError(f"--text-b given {len(b)} times for {len(texts)} texts")
-        if multiple_choice and b:
-            b = [json.loads(x) if x.lstrip().startswith("[") else x for x in b]
-        return texts, b, None
-    _resolve(lines, where, pair, multiple_choice)
-    positions = [i for i, line in enumerate(lines) if not line.error]
-    texts = [lines[i].text for i in positions]
-    texts_b = [lines[i].text_b for i in positions]
-    if all(b is None for b in texts_b):
-        texts_b = None
-    elif any(b is None for b in texts_b):
-        missing = next(lines[i].number for i in positions if lines[i].text_b is None)
-        raise BertKerasError(f"{where}:{missing}: no text_b (no TAB) but other lines have one")
-    return texts, texts_b, positions
+    texts = list(args.texts)
+    b = args.text_b
+    if b and len(b) == 1 and len(texts) > 1:
+        b = b * len(texts)
+    if b and len(b) != len(texts):
+        raise BertKerasError(f"--text-b given {len(b)} times for {len(texts)} texts")
+    if multiple_choice and b:
+        b = [json.loads(x) if x.lstrip().startswith("[") else x for x in b]
+    return texts, b
+
+
+class _Batcher:
+    """Turns chunks of parsed lines into (texts, texts_b or None, positions) for the model;
+    positions: the index in the chunk of each text.  Remembers across chunks whether the
+    input has text_b, so that every line of the input agrees."""
+
+    def __init__(self, where, pair, multiple_choice):
+        self.where, self.pair, self.multiple_choice = where, pair, multiple_choice
+        self.with_b = None  # the first line that has a text_b, or that has none: (number, bool)
+
+    def __call__(self, lines):
+        from bert_keras.errors import BertKerasError
+
+        _resolve(lines, self.where, self.pair, self.multiple_choice)
+        positions = [i for i, line in enumerate(lines) if not line.error]
+        for i in positions:
+            has_b = lines[i].text_b is not None
+            if self.with_b is None:
+                self.with_b = (lines[i].number, has_b)
+            elif has_b != self.with_b[1]:
+                with_b, without = (self.with_b[0], lines[i].number) if self.with_b[1] else \
+                    (lines[i].number, self.with_b[0])
+                raise BertKerasError(f"{self.where}:{without}: no text_b (no TAB) but line {with_b} has one")
+        texts = [lines[i].text for i in positions]
+        texts_b = [lines[i].text_b for i in positions] if self.with_b and self.with_b[1] else None
+        return texts, texts_b, positions
 
 
 # Line separators JSON leaves raw with ensure_ascii=False, that str.splitlines() and others
@@ -203,11 +260,34 @@ def _read(args, lines, where, pair=False, multiple_choice=False):
 _LINE_BREAKS = str.maketrans({"\x85": "\\u0085", "\u2028": "\\u2028", "\u2029": "\\u2029"})
 
 
+def _finite(record):
+    """(record, whether it had a value that is not finite): such a value becomes null and the
+    record gets an "error" naming it, so that every line stays valid JSON and none reads as a score."""
+    bad = []
+
+    def clean(value, name):
+        if isinstance(value, dict):
+            return {k: clean(v, f"{name}.{k}" if name else k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [clean(v, name) for v in value]
+        if isinstance(value, float) and not math.isfinite(value):
+            bad.append(name)
+            return None
+        return value
+
+    cleaned = clean(record, "")
+    if not bad:
+        return record, False
+    names = ", ".join(dict.fromkeys(bad))
+    cleaned["error"] = f"not finite: {names} (the model's outputs are NaN or infinite: are its weights?)"
+    return cleaned, True
+
+
 def _json_line(record):
-    return json.dumps(record, ensure_ascii=False).translate(_LINE_BREAKS) + "\n"
+    return json.dumps(record, ensure_ascii=False, allow_nan=False).translate(_LINE_BREAKS) + "\n"
 
 
-def _by_length(predictor, texts, texts_b, batch_size, progress=None):
+def _by_length(predictor, texts, texts_b, batch_size):
     """The records in input order, computed on batches of texts of similar length.
 
     A batch is as slow as its longest text (the model pads to it), so the texts are sorted
@@ -219,18 +299,47 @@ def _by_length(predictor, texts, texts_b, batch_size, progress=None):
     records = [None] * len(texts)
     batches = predictor.predict([texts[i] for i in order],
                                 None if texts_b is None else [texts_b[i] for i in order], batch_size=batch_size)
-    for n, (i, record) in enumerate(zip(order, batches), 1):
+    for i, record in zip(order, batches):
         records[i] = record
-        if progress is not None and (n % batch_size == 0 or n == len(texts)):
-            progress.update(n)
     return records
 
 
 def run(args) -> int:
+    from bert_keras.errors import BertKerasError
+    from bert_keras.output_files import check_output_file
     from bert_keras.writing import single_writer
 
+    if args.batch_size < 1:
+        raise BertKerasError(f"--batch-size must be >= 1, got {args.batch_size}")
+    if args.max_seq_len is not None and not 3 <= args.max_seq_len <= 512:
+        raise BertKerasError(f"--max-seq-len must be in 3..512 (omit it for the folder's), got {args.max_seq_len}")
+    check_output_file(args.output, "predictions", [("--input", args.input), ("--model", args.model)])
     with single_writer(args.output) if args.output else contextlib.nullcontext():
         return _predict(args)
+
+
+class _Tally:
+    """What was written: records, predictions, error records, records with a non-finite value."""
+
+    def __init__(self):
+        self.records = self.predictions = self.errors = self.not_finite = 0
+
+
+def _records(predictor, chunks, batcher, batch_size, tally, progress):
+    """The records of every input line, chunk by chunk, in order: predictions in their lines,
+    error records in the others."""
+    for chunk in chunks:
+        texts, texts_b, positions = batcher(chunk)
+        by_position = dict(zip(positions, _by_length(predictor, texts, texts_b, batch_size) if texts else []))
+        for i, line in enumerate(chunk):
+            if line.error is not None:
+                tally.errors += 1
+                yield {"line": line.number, "error": line.error}
+            else:
+                tally.predictions += 1
+                yield by_position[i]
+        if progress is not None:
+            progress.add(len(chunk))
 
 
 def _predict(args):
@@ -238,57 +347,77 @@ def _predict(args):
     from bert_keras.export.predict import load_predictor
     from bert_keras.writing import atomic_write
 
-    if args.batch_size < 1:
-        raise BertKerasError(f"--batch-size must be >= 1, got {args.batch_size}")
     is_export = args.model.endswith(".tflite") or any(
         os.path.exists(os.path.join(args.model, f)) for f in ("saved_model.pb", "model_text.tflite"))
     if args.lower_case is not None and is_export:
         raise BertKerasError("--cased/--uncased apply to model folders only: an export has its casing built in")
-    where, lines = _input_lines(args)  # bad input fails before the model loads
-    # stdout carries the predictions: the line naming a folder's casing goes to stderr
-    with contextlib.redirect_stdout(sys.stderr):
-        predictor = load_predictor(args.model, max_seq_len=args.max_seq_len, lower_case=args.lower_case)
-    multiple_choice = predictor.spec.get("task") == "multiple_choice"
-    texts, texts_b, positions = _read(args, lines, where, pair=predictor.pair, multiple_choice=multiple_choice)
-    # A progress bar when stdout is free (--output given) and there is more than one batch.
-    progress = None
-    if args.output and len(texts) > args.batch_size:
-        import keras
-
-        progress = keras.utils.Progbar(len(texts), unit_name="text")
-
-    def records():
-        predicted = _by_length(predictor, texts, texts_b, args.batch_size, progress) if texts else []
-        if positions is None:
-            yield from predicted
-            return
-        # one record per input line: the predictions back in their lines, error records in the others
-        by_line = dict(zip(positions, predicted))
-        for i, line in enumerate(lines):
-            yield by_line[i] if line.error is None else {"line": line.number, "error": line.error}
-
-    def emit(out):
-        for record in records():
-            out.write(_json_line(record))
-
-    if args.output:
-        # into a temporary sibling, renamed when complete: a failure keeps the previous file
-        def write(tmp):
-            with open(tmp, "w", encoding="utf-8") as f:
-                emit(f)
-
-        atomic_write(args.output, write)
-    else:
-        emit(sys.stdout)
-    errors = 0 if positions is None else len(lines) - len(positions)
-    if args.output:
-        if errors:
-            print(f"wrote {len(lines)} records to {args.output}: {len(texts)} predictions, {errors} error "
-                  f"record{'' if errors == 1 else 's'}")
+    with contextlib.ExitStack() as stack:
+        where, chunks, total = None, None, None
+        if not args.texts:
+            if args.input:  # a whole pass first: bad input fails before the model loads
+                with _open_input(args) as (where, lines):
+                    total = sum(1 for _ in lines)
+            where, lines = stack.enter_context(_open_input(args))
+            chunks = _chunks(lines, max(CHUNK_LINES, 8 * args.batch_size))
+            first = next(chunks, None)  # stdin: its first chunk is checked before the model loads
+            if first is None:
+                raise BertKerasError(f"{where}: no texts")
+            chunks = itertools.chain([first], chunks)
+        # stdout carries the predictions: the line naming a folder's casing goes to stderr
+        with contextlib.redirect_stdout(sys.stderr):
+            predictor = load_predictor(args.model, max_seq_len=args.max_seq_len, lower_case=args.lower_case)
+        multiple_choice = predictor.spec.get("task") == "multiple_choice"
+        tally = _Tally()
+        if args.texts:
+            texts, texts_b = _command_line_texts(args, multiple_choice)
+            records = predictor.predict(texts, texts_b, batch_size=args.batch_size)
+            tally.predictions = len(texts)
         else:
-            print(f"wrote {len(texts)} predictions to {args.output}")
-    if errors:
+            if args.input:  # the checks that need the model, on the whole file before any record
+                with _open_input(args) as (_, again):
+                    check = _Batcher(where, predictor.pair, multiple_choice)
+                    for chunk in _chunks(again, CHUNK_LINES):
+                        check(chunk)
+            # A progress bar when stdout is free (--output given) and there is more than one batch.
+            progress = None
+            if args.output and (total is None or total > args.batch_size):
+                import keras
+
+                progress = keras.utils.Progbar(total, unit_name="line")
+            records = _records(predictor, chunks, _Batcher(where, predictor.pair, multiple_choice),
+                               args.batch_size, tally, progress)
+
+        def emit(out):
+            for record in records:
+                record, not_finite = _finite(record)
+                tally.records += 1
+                tally.not_finite += not_finite
+                out.write(_json_line(record))
+                if out is sys.stdout and tally.records % args.batch_size == 0:
+                    out.flush()  # a reader downstream gets each record once its batch is done
+
+        if args.output:
+            # into a temporary sibling, renamed when complete: a failure keeps the previous file
+            def write(tmp):
+                with open(tmp, "w", encoding="utf-8") as f:
+                    emit(f)
+
+            atomic_write(args.output, write)
+        else:
+            emit(sys.stdout)
+    if args.output:
+        if tally.errors:
+            print(f"wrote {tally.records} records to {args.output}: {tally.predictions} predictions, "
+                  f"{tally.errors} error record{'' if tally.errors == 1 else 's'}")
+        else:
+            print(f"wrote {tally.predictions} predictions to {args.output}")
+    if tally.errors:
         sys.stdout.flush()
-        print(f"{where}: {errors} of {len(lines)} lines got an error record instead of a prediction "
+        print(f"{where}: {tally.errors} of {tally.records} lines got an error record instead of a prediction "
               f"(blank line or empty text; see their \"error\" field)", file=sys.stderr)
+    if tally.not_finite:
+        sys.stdout.flush()
+        print(f"{where or 'the texts'}: {tally.not_finite} prediction{'' if tally.not_finite == 1 else 's'} "
+              f"held NaN or infinite values, written as null with an \"error\" field: check the model's weights",
+              file=sys.stderr)
     return 0

@@ -8,6 +8,9 @@ with the reserved tokens in this order: [PAD]=0 [UNK]=1 [CLS]=2 [SEP]=3
 pieces start with "##".  The learner picks a count threshold that brings the
 size near --size, so the result may be a little smaller.
 
+The corpora must be UTF-8 text (a binary, UTF-16 or Latin-1 file is refused in one
+line).  --out may replace a previous vocabulary file, never an input or another file.
+
 examples:
   bert-keras vocab --input wiki.txt books.txt --out vocab.txt --size 30522
   bert-keras vocab --input corpus/*.txt --out vocab.txt --size 8000 --cased
@@ -38,12 +41,17 @@ def _lines(paths):
 
 
 def run(args) -> int:
+    from bert_keras.data.utf8 import check_utf8_text
+    from bert_keras.output_files import check_output_file
+    from bert_keras.writing import single_writer
+
     for path in args.input:
         if not os.path.isfile(path):
             raise DataError(f"input file not found: {path}")
+        check_utf8_text(path)
     if args.size < 10:
         raise BertKerasError(f"--size must be at least 10, got {args.size}")
-    from bert_keras.writing import single_writer
+    check_output_file(args.out, "vocabulary", [("--input", path) for path in args.input])
 
     with single_writer(args.out):
         return _build(args)

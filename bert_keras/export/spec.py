@@ -178,7 +178,8 @@ def resolve(model_dir_or_model, max_seq_len=None, pair=None, vocab_path=None, lo
         pair = bool(metadata.get("pair", task in ("span", "multiple_choice")))
     if task in ("span", "multiple_choice") and not pair:
         raise BertKerasError(f"{source}: {task} models always take a second text (pair=True)")
-    seq_len = int(max_seq_len or metadata.get("max_seq_len") or 128)
+    # None means "the folder's"; 0 is a length like any other, and refused below
+    seq_len = int(max_seq_len if max_seq_len is not None else (metadata.get("max_seq_len") or 128))
     limit = model.encoder.config.max_position_embeddings
     if not (3 if pair else 2) <= seq_len <= limit:
         raise BertKerasError(f"max_seq_len={seq_len} is outside 3..{limit} for this model")
