@@ -124,7 +124,7 @@ def check_output_file(path, kind, inputs=()) -> None:
             raise BertKerasError(f"{path}: is the input {option} {os.fspath(given)} of this command; "
                                  f"refusing to replace it with the {kind} (choose another output)")
         if os.path.isdir(source) and real.startswith(source.rstrip(os.sep) + os.sep):
-            raise BertKerasError(f"{path}: is inside {os.fspath(given)} ({option}); refusing to write the "
+            raise BertKerasError(f"{path}: is inside {option} {os.fspath(given)}; refusing to write the "
                                  f"{kind} there (choose an output outside it)")
     inside = model_folder_of(real)
     if inside is not None:
