@@ -27,7 +27,8 @@ The input is read, predicted and written 1,024 lines at a time: memory stays
 bounded, and on stdout record N appears once its batch is done.  --output is
 written whole (a temporary file renamed when complete); it may replace a previous
 predictions file, never the input, a file in a model folder or any other file.
-With --output, a progress bar and a summary line go to stdout.
+With --output, progress (a bar on a terminal, else a plain line every 10 s) and a
+summary line go to stdout.
 
 A SavedModel runs the operations its graph holds, whatever they are (reading or
 writing files included): predict only with models you trust, as TensorFlow's
@@ -381,9 +382,9 @@ def _predict(args):
             # A progress bar when stdout is free (--output given) and there is more than one batch.
             progress = None
             if args.output and (total is None or total > args.batch_size):
-                import keras
+                from bert_keras.progress import Progress
 
-                progress = keras.utils.Progbar(total, unit_name="line")
+                progress = Progress(total, unit_name="line")
             records = _records(predictor, chunks, _Batcher(where, predictor.pair, multiple_choice),
                                args.batch_size, tally, progress)
 
