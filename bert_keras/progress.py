@@ -6,7 +6,7 @@ control codes per batch.  When the stream is not a terminal, the same progress i
 as plain lines instead, at most one every ``every`` seconds (and once at the end)::
 
     epoch 1/3: step 120/400, loss 0.4123, 38.2 steps/s, ETA 0:00:07
-    1,024/100,000 lines, 812.3 lines/s, ETA 0:02:01
+    1,024/100,000 texts, 812.3 texts/s, ETA 0:02:01
 
 `Progress` stands in for `keras.utils.Progbar` (``update``/``add``), and `fit_progress`
 turns the ``verbose`` a caller would hand to ``model.fit`` into the verbosity and callback

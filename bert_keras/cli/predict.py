@@ -340,7 +340,7 @@ def _records(predictor, chunks, batcher, batch_size, tally, progress):
                 tally.predictions += 1
                 yield by_position[i]
         if progress is not None:
-            progress.add(len(chunk))
+            progress.add(len(texts))
 
 
 def _predict(args):
@@ -357,7 +357,7 @@ def _predict(args):
         if not args.texts:
             if args.input:  # a whole pass first: bad input fails before the model loads
                 with _open_input(args) as (where, lines):
-                    total = sum(1 for _ in lines)
+                    total = sum(1 for line in lines if line.error is None)  # the texts to classify
             where, lines = stack.enter_context(_open_input(args))
             chunks = _chunks(lines, max(CHUNK_LINES, 8 * args.batch_size))
             first = next(chunks, None)  # stdin: its first chunk is checked before the model loads
@@ -384,7 +384,7 @@ def _predict(args):
             if args.output and (total is None or total > args.batch_size):
                 from bert_keras.progress import Progress
 
-                progress = Progress(total, unit_name="line")
+                progress = Progress(total, unit_name="text")
             records = _records(predictor, chunks, _Batcher(where, predictor.pair, multiple_choice),
                                args.batch_size, tally, progress)
 
