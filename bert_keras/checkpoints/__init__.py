@@ -1,9 +1,10 @@
-"""Load and save BERT checkpoints: Hugging Face, Google TF1 and bert-keras folders.
+"""Load and save BERT checkpoints: Hugging Face, Google TF1, keras-hub presets and bert-keras folders.
 
     model = load_checkpoint("path/to/folder", task="classification", num_classes=2)
     save_checkpoint(model, "out/")                     # bert-keras layout
     save_checkpoint(model, "hf/", flavor="huggingface")  # config.json + model.safetensors + vocab.txt
     save_checkpoint(model, "g/", flavor="google")      # bert_config.json + bert_model.ckpt.*
+    save_checkpoint(model, "kh/", flavor="keras_hub")  # a keras-hub preset (needs keras-hub)
 """
 
 from __future__ import annotations
@@ -112,7 +113,8 @@ def load_checkpoint(path, task=None, dtype=None, **head_kwargs):
         path: a Hugging Face folder (config.json + model.safetensors or
             pytorch_model.bin), a Google folder (bert_config.json +
             bert_model.ckpt.*) or its checkpoint prefix, or a folder written by
-            `save_checkpoint`.
+            `save_checkpoint`, or a keras-hub preset (``BertBackbone``; a
+            ``BertTextClassifier``'s head too).
         task: None -> `BertEncoder`; "pretraining" -> `BertPretrainer` (MLM and
             NSP heads); "classification", "token_classification", "span",
             "multiple_choice" -> the task model, its head loaded when the

@@ -4,6 +4,7 @@
   read with ``torch.load(weights_only=True)`` only).
 * Google TF1: ``bert_config.json`` + ``bert_model.ckpt.{index,data-*}`` (any prefix).
 * bert-keras: ``bert_keras.json`` + ``model.safetensors`` with our variable names.
+* keras-hub presets (`keras_hub`), offered under Hugging Face's names.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class RawCheckpoint:
     def __init__(self, flavor, config, source, folder, meta, shapes, getter, prefix=""):
         self.flavor, self.config, self.source, self.folder = flavor, config, source, folder
         self.meta, self._shapes, self._get, self.prefix = meta, shapes, getter, prefix
+        self.layout = flavor  # the files' own layout ("keras_hub" for a preset offered under "hf" names)
         vocab = os.path.join(folder, VOCAB)
         self.vocab_path = vocab if os.path.exists(vocab) else None
 
@@ -289,13 +291,17 @@ def open_checkpoint(path) -> RawCheckpoint:
             return _open_ours(path)
         if _google_prefix(path):
             return _open_google(path)
+        from bert_keras.checkpoints import keras_hub
+
+        if keras_hub.is_preset(path):
+            return keras_hub.open_preset(path)
         if os.path.exists(os.path.join(path, "config.json")):
             return _open_hf(path)
         if os.path.exists(os.path.join(path, "bert_config.json")):
             raise CheckpointError(f"{path}: bert_config.json found but no bert_model.ckpt.index")
         raise CheckpointError(
             f"{path}: no checkpoint found (expected {OURS_META}, config.json + model.safetensors or "
-            "pytorch_model.bin, or bert_config.json + bert_model.ckpt.*)")
+            "pytorch_model.bin, bert_config.json + bert_model.ckpt.*, or a keras-hub preset)")
     if _google_prefix(path):
         return _open_google(path)
     raise CheckpointError(f"{path}: not a checkpoint folder")

@@ -87,8 +87,10 @@ def save_checkpoint(model, folder, vocab_path=None, flavor="bert_keras", lower_c
         flavor: "bert_keras" (bert_keras.json + model.safetensors with our names),
             "huggingface" (config.json + model.safetensors, loadable by
             transformers' BertModel/BertFor*), or "google" (bert_config.json +
-            bert_model.ckpt.* in Google's TF1 variable names).  The two
-            foreign flavors never replace an existing non-empty folder.
+            bert_model.ckpt.* in Google's TF1 variable names), or "keras_hub" (a
+            keras-hub preset, written through keras-hub, which must be installed:
+            ``BertBackbone``, or ``BertTextClassifier`` for a classification
+            model).  The foreign flavors never replace an existing non-empty folder.
         lower_case: recorded for the tokenizer (default: ``model.lower_case``):
             ``lower_case`` in bert_keras.json, ``do_lower_case`` in Hugging
             Face's tokenizer_config.json and in Google's bert_config.json.
@@ -101,13 +103,25 @@ def save_checkpoint(model, folder, vocab_path=None, flavor="bert_keras", lower_c
             under config.json's ``bert_keras_metadata``.  google: under
             bert_config.json's ``bert_keras_metadata``.
     """
-    if flavor not in ("bert_keras", "huggingface", "google"):
-        raise BertKerasError(f"unknown checkpoint flavor {flavor!r}; choose bert_keras, huggingface or google")
+    if flavor not in ("bert_keras", "huggingface", "google", "keras_hub"):
+        raise BertKerasError(f"unknown checkpoint flavor {flavor!r}; choose bert_keras, huggingface, google "
+                             "or keras_hub")
     final = os.fspath(folder)
     if flavor == "google":  # before anything is written
         import_tensorflow(f"{final}: writing a Google TF1 checkpoint")
     with atomic_folder(final, may_replace=check_replaceable if flavor == "bert_keras" else None) as tmp:
-        _save_into(model, tmp, vocab_path, flavor, lower_case, metadata)
+        if flavor == "keras_hub":
+            from bert_keras.checkpoints.keras_hub import save_preset
+
+            def save_hf(m, hf, vocab, casing):
+                os.makedirs(hf)
+                _save_into(m, hf, vocab, "huggingface", casing, None)
+
+            save_preset(model, tmp, vocab_path or getattr(model, "vocab_path", None),
+                        getattr(model, "lower_case", None) if lower_case is None else lower_case, metadata, save_hf,
+                        name=final)
+        else:
+            _save_into(model, tmp, vocab_path, flavor, lower_case, metadata)
     return folder
 
 

@@ -1,8 +1,8 @@
-"""Convert a checkpoint between Google TF1, Hugging Face and bert-keras layouts.
+"""Convert a checkpoint between Google TF1, Hugging Face, keras-hub and bert-keras layouts.
 
 The source layout is detected (Hugging Face config.json + model.safetensors or
-pytorch_model.bin; Google bert_config.json + bert_model.ckpt.*; a bert-keras
-folder).  Heads in the source (MLM/NSP, classifier, span) are kept unless --task
+pytorch_model.bin; Google bert_config.json + bert_model.ckpt.*; a keras-hub
+preset; a bert-keras folder).  Heads in the source (MLM/NSP, classifier, span) are kept unless --task
 says otherwise.  What the source records besides its weights (task, label
 names, max_seq_len, casing, any other metadata `finetune` wrote) is carried
 into the output: Hugging Face's config.json id2label/label2id hold the label
@@ -13,7 +13,11 @@ another anything that could not be.
 Outputs are checked: the converted folder is loaded back and its outputs
 compared with the source model's on a random batch (and its metadata with what
 was written).  A Hugging Face output is also loaded with transformers (when it
-and torch are installed) and transformers' outputs compared with ours.
+and torch are installed) and transformers' outputs compared with ours; a keras-hub preset's weights are
+compared with the source's and loaded with keras-hub's own BertBackbone /
+BertTextClassifier (when keras-hub is installed), whose outputs are compared
+with ours (keras-hub computes GELU with the tanh approximation, as Google's
+original code did: a preset read here does too).
 --no-verify skips all of that.  --to must be a new (or empty) folder: an
 existing file or non-empty folder is refused, nothing is overwritten.
 
@@ -22,6 +26,7 @@ examples:
   bert-keras convert --from hf_folder --to ours --format bert_keras --task pretraining
   bert-keras convert --from runs/sst/best --to sst-hf --format huggingface
   bert-keras convert --from ours --to google_ckpt --format google
+  bert-keras convert --from runs/sst/best --to sst-preset --format keras_hub
 """
 
 import json
@@ -29,7 +34,7 @@ import os
 
 from bert_keras.task_names import MODEL_TASKS
 
-FORMATS = ("bert_keras", "huggingface", "google")
+FORMATS = ("bert_keras", "huggingface", "google", "keras_hub")
 TASK_CHOICES = ("auto", "encoder") + MODEL_TASKS
 
 # Reloading with this project: the same float32 weights through the same model, measured 0.0
@@ -93,6 +98,9 @@ def run(args) -> int:
     source_task = checkpoint_task(args.source)
     task = source_task if args.task == "auto" else args.task
     task = None if task == "encoder" else task
+    if args.format == "keras_hub" and task not in (None, "classification"):
+        raise BertKerasError(f"{args.source}: keras-hub has no BERT {task} task (its presets hold a BertBackbone "
+                             "or a BertTextClassifier); --task encoder writes the encoder alone")
     model = load_checkpoint(args.source, task=task)
     if args.vocab and not os.path.exists(args.vocab):
         raise BertKerasError(f"vocabulary not found: {args.vocab}")
@@ -144,12 +152,15 @@ def verify(model, out, metadata=None, lower_case=None) -> float:
     task = task_of(model)
     back = load_checkpoint(out, task=task)
     x = _random_batch(model)
+    raw = open_checkpoint(out)
+    if raw.layout == "keras_hub":  # keras-hub computes its own GELU: weights compared, then keras-hub itself
+        _check_with_keras_hub(model, back, out, x)
+        model = back
     ours = _numpy(model(x))
     diff = max(float(np.abs(a - b).max()) for a, b in zip(ours, _numpy(back(x))))
     print(f"verified: max |difference| of outputs after reloading = {diff:.2e}")
     if diff > OURS_TOLERANCE:
         raise BertKerasError(f"{out}: converted checkpoint differs from the source by {diff:.2e}")
-    raw = open_checkpoint(out)
     if metadata is not None:
         _check_metadata(out, metadata, checkpoint_metadata(raw))
     if lower_case is not None:
@@ -159,9 +170,33 @@ def verify(model, out, metadata=None, lower_case=None) -> float:
         if casing is None or casing.lower_case != lower_case:
             raise BertKerasError(f"{out}: lower_case {lower_case} was written but "
                                  f"{casing.describe() if casing else 'no casing'} is read back")
-    if raw.flavor == "hf":
+    if raw.flavor == "hf" and raw.layout == "hf":
         _check_with_transformers(model, out, x)
     return diff
+
+
+def _check_with_keras_hub(model, back, out, x):
+    """The preset's weights are the model's, and keras-hub's own loader computes what ours does."""
+    import numpy as np
+
+    from bert_keras.checkpoints import model_variables, task_of
+    from bert_keras.errors import BertKerasError
+
+    theirs, ours = model_variables(back), model_variables(model)
+    diff = max(float(np.abs(theirs[k].numpy() - ours[k].numpy()).max()) for k in ours)
+    if diff > 0:
+        raise BertKerasError(f"{out}: the preset's weights differ from the source's by {diff:.2e}")
+    try:
+        import keras_hub
+    except ImportError:
+        print("not checked with keras-hub: it is not installed")
+        return
+    cls = keras_hub.models.BertTextClassifier if task_of(model) == "classification" else keras_hub.models.BertBackbone
+    kh = cls.from_preset(out, **({"preprocessor": None} if cls is keras_hub.models.BertTextClassifier else {}))
+    kh_diff = max(float(np.abs(a - b).max()) for a, b in zip(_numpy(kh(x)), _numpy(back(x))))
+    print(f"verified: weights equal; keras-hub's {cls.__name__} loads it, max |difference| = {kh_diff:.2e}")
+    if kh_diff > OURS_TOLERANCE:
+        raise BertKerasError(f"{out}: keras-hub's {cls.__name__} computes outputs {kh_diff:.2e} away from ours")
 
 
 def _check_metadata(out, written, read):
