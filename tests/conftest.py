@@ -38,6 +38,7 @@ TF_MODELS_REASON = "needs Google's reference code from tf-models-official, which
 NEEDS_TF_MODELS = {
     # test module: ([fixtures whose users need it], [tests that use it directly])
     "test_checkpoints.py": ([], ["test_tf_models_official_converter_reads_our_google_checkpoint"]),
+    "test_model_garden_checkpoints.py": (["model_garden"], []),
     "test_export_stock.py": ([], ["test_core_wordpiece_equals_google_on_the_corpus",
                                   "test_core_wordpiece_unk_and_duplicate_rules_follow_google",
                                   "test_saved_model_cli_runs_the_text_signature",

@@ -50,6 +50,8 @@ def checkpoint_task(path) -> str | None:
             if arch in by_architecture and (by_architecture[arch] is None
                                             or _has_head(raw, by_architecture[arch])):
                 return by_architecture[arch]
+    if _mlm_only(raw):
+        return "pretraining"
     for task in ("pretraining", "span", "classification"):
         if _has_head(raw, task):
             return task
@@ -78,10 +80,25 @@ def _checkpoint_num_classes(raw, task):
 def _has_head(raw, task):
     entries = head_entries(task)
     present = [all(n in raw for n in _their_names(raw, e)) for e in entries]
+    if task == "pretraining" and _mlm_only(raw):
+        return False  # its masked-LM head is loaded by itself (`load_checkpoint`)
     if any(present) and not all(present):
         missing = [_their_names(raw, e)[0] for e, p in zip(entries, present) if not p]
         raise CheckpointError(f"{raw.source}: incomplete {task} head, missing variable {missing[0]!r}")
     return bool(entries) and all(present)
+
+
+def _mlm_entries():
+    return [e for e in head_entries("pretraining") if e.ours.startswith("masked_lm_head/")]
+
+
+def _mlm_only(raw):
+    """A masked-LM head without a next-sentence head beside it (keras-hub, Model Garden)."""
+    def has(entries):
+        return [all(n in raw for n in _their_names(raw, e)) for e in entries]
+
+    nsp = [e for e in head_entries("pretraining") if e not in _mlm_entries()]
+    return all(has(_mlm_entries())) and not any(has(nsp))
 
 
 def _assign(raw, entries, variables):
@@ -113,8 +130,10 @@ def load_checkpoint(path, task=None, dtype=None, **head_kwargs):
         path: a Hugging Face folder (config.json + model.safetensors or
             pytorch_model.bin), a Google folder (bert_config.json +
             bert_model.ckpt.*) or its checkpoint prefix, or a folder written by
-            `save_checkpoint`, or a keras-hub preset (``BertBackbone``; a
-            ``BertTextClassifier``'s head too).
+            `save_checkpoint`, a keras-hub preset (``BertBackbone``; a
+            ``BertTextClassifier``'s head too), or a TF Model Garden TF2
+            checkpoint of ``BertEncoder`` (its folder or prefix; the masked-LM
+            head of ``BertPretrainerV2`` too).
         task: None -> `BertEncoder`; "pretraining" -> `BertPretrainer` (MLM and
             NSP heads); "classification", "token_classification", "span",
             "multiple_choice" -> the task model, its head loaded when the
@@ -140,6 +159,10 @@ def load_checkpoint(path, task=None, dtype=None, **head_kwargs):
                 warnings.warn(f"{raw.source}: the checkpoint's head has {stored} classes, {wanted} requested: "
                               "using a new, randomly initialised head", stacklevel=2)
                 load_head = False
+        elif task == "pretraining" and _mlm_only(raw):
+            load_head = "mlm"
+            warnings.warn(f"{raw.source}: a masked-LM head without a next-sentence head: the MLM head is "
+                          "loaded, the NSP head is new", stacklevel=2)
         elif task == "pretraining" and not load_head:
             warnings.warn(f"{raw.source}: no MLM/NSP heads in the checkpoint: new heads are initialised "
                           "(the MLM projection stays tied to the loaded embeddings)", stacklevel=2)
@@ -147,7 +170,8 @@ def load_checkpoint(path, task=None, dtype=None, **head_kwargs):
             raise BertKerasError(f"{raw.source} has no {task} head: pass num_classes")
     model = _build_model(config, task, head_kwargs, dtype)
     variables = model_variables(model)
-    entries = encoder_entries(config.num_layers) + (head_entries(task) if load_head else [])
+    heads = _mlm_entries() if load_head == "mlm" else head_entries(task) if load_head else []
+    entries = encoder_entries(config.num_layers) + heads
     _assign(raw, entries, variables)
     model.vocab_path = raw.vocab_path
     from bert_keras.checkpoints.casing import recorded_lower_case

@@ -4,7 +4,8 @@
   read with ``torch.load(weights_only=True)`` only).
 * Google TF1: ``bert_config.json`` + ``bert_model.ckpt.{index,data-*}`` (any prefix).
 * bert-keras: ``bert_keras.json`` + ``model.safetensors`` with our variable names.
-* keras-hub presets (`keras_hub`), offered under Hugging Face's names.
+* keras-hub presets (`keras_hub`) and TF Model Garden TF2 checkpoints (`model_garden`),
+  offered under Hugging Face's names.
 """
 
 from __future__ import annotations
@@ -211,6 +212,11 @@ def _open_hf(folder):
 def _google_prefix(path):
     if os.path.isdir(path):
         index = sorted(glob.glob(os.path.join(path, "*.ckpt*.index")))
+        if not index:  # a TF2 checkpoint's own names: ckpt.index, ckpt-12.index (the newest, per `checkpoint`)
+            index = sorted(glob.glob(os.path.join(path, "ckpt*.index")))
+            named = _newest_in_checkpoint_file(path)
+            if named is not None and os.path.exists(named + ".index"):
+                return named
         if not index:
             return None
         preferred = [p for p in index if os.path.basename(p) == "bert_model.ckpt.index"]
@@ -220,23 +226,50 @@ def _google_prefix(path):
     return None
 
 
+def _newest_in_checkpoint_file(folder):
+    """The prefix TensorFlow's ``checkpoint`` file names as the newest, or None."""
+    try:
+        with open(os.path.join(folder, "checkpoint"), encoding="utf-8") as f:
+            for line in f:
+                m = re.match(r'\s*model_checkpoint_path:\s*"(.*)"', line)
+                if m:
+                    return os.path.join(folder, m.group(1))
+    except OSError:
+        return None
+    return None
+
+
 def _open_google(path):
+    from bert_keras.checkpoints import model_garden
     from bert_keras.utils import import_tensorflow
 
     prefix = _google_prefix(path)
-    tf = import_tensorflow(f"{prefix}: reading a Google TF1 checkpoint")
+    tf = import_tensorflow(f"{prefix}: reading a TensorFlow checkpoint")
     folder = path if os.path.isdir(path) else os.path.dirname(path)
-    config_path = os.path.join(folder, "bert_config.json")
-    if not os.path.exists(config_path):
-        raise CheckpointError(f"{folder}: Google checkpoint without bert_config.json")
-    meta = _read_json(config_path)
-    if not isinstance(meta, dict):  # from_dict names the type
-        BertConfig.from_dict(meta, source=config_path)
     try:
         reader = tf.train.load_checkpoint(prefix)
         shapes = reader.get_variable_to_shape_map()  # from the .index file: no tensor is read
     except Exception as e:  # noqa: BLE001 - tf raises DataLossError, NotFoundError, ...
         raise CheckpointError(f"{prefix}: not a readable TensorFlow checkpoint ({_first_line(e)})") from None
+    config_path = os.path.join(folder, "bert_config.json")
+    object_based = model_garden.is_object_based(shapes)
+    if not os.path.exists(config_path) and not object_based:
+        raise CheckpointError(f"{folder}: Google checkpoint without bert_config.json")
+    if os.path.exists(config_path):
+        meta = _read_json(config_path)
+        if not isinstance(meta, dict):  # from_dict names the type
+            BertConfig.from_dict(meta, source=config_path)
+    else:
+        meta = model_garden.inferred_config(shapes, prefix)
+        config_path = prefix
+    if object_based:  # a TF Model Garden checkpoint: offered under Hugging Face's names
+        shapes, getter = model_garden.renamed(shapes, reader.get_tensor, prefix)
+        check_sizes(meta, shapes, "hf", config_path, prefix)
+        config = BertConfig.from_dict(meta, source=config_path)
+        raw = RawCheckpoint(flavor="hf", config=config, source=prefix, folder=folder, meta=meta, shapes=shapes,
+                            getter=getter)
+        raw.layout = "model_garden"
+        return raw
     check_sizes(meta, shapes, "google", config_path, prefix)
     config = BertConfig.from_dict(meta, source=config_path)
     return RawCheckpoint(flavor="google", config=config, source=prefix, folder=folder, meta=meta,
