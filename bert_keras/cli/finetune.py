@@ -51,8 +51,11 @@ def add_arguments(p):
 
 
 def run(args) -> int:
-    from bert_keras.finetuning import finetune
+    from bert_keras.finetuning import check_hyperparameters, finetune
 
+    check_hyperparameters(epochs=args.epochs, batch_size=args.batch_size, learning_rate=args.learning_rate,
+                          max_seq_len=args.max_seq_len, weight_decay=args.weight_decay,
+                          warmup_fraction=args.warmup_fraction)  # before any file is read
     train, _ = read_task_file(args.task, args.train, args, training=True)
     dev, dev_data = read_task_file(args.task, args.eval, args, training=False) if args.eval else (None, None)
     for name, examples in (("train", train), ("eval", dev)):

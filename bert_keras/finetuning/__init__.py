@@ -25,6 +25,7 @@ that padding to ``max_seq_len`` wastes.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 import time
@@ -143,6 +144,9 @@ def finetune(task, train_examples, dev_examples, init, model_dir, epochs=3, batc
         raise BertKerasError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
     if mixed_precision is not None and mixed_precision not in MIXED_PRECISION:
         raise BertKerasError(f"unknown mixed precision {mixed_precision!r}; choose {', '.join(MIXED_PRECISION)}")
+    check_hyperparameters(epochs=epochs, batch_size=batch_size, learning_rate=learning_rate,
+                          max_seq_len=max_seq_len, weight_decay=weight_decay, warmup_fraction=warmup_fraction,
+                          clipnorm=clipnorm)
     train_examples = list(train_examples)
     dev_examples = list(dev_examples) if dev_examples else None
     if not train_examples:
@@ -199,22 +203,82 @@ def _compiled_model(task, init, prepared, *, dropout, mixed_precision, total_ste
     return model
 
 
+def _finite_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_hyperparameters(*, epochs, batch_size, learning_rate, max_seq_len, weight_decay, warmup_fraction,
+                          clipnorm=None):
+    """Refuse, in one line naming the option and its value, what would train nothing or garbage."""
+    def bad(name, value, rule):
+        flag = "--" + name.replace("_", "-")
+        raise BertKerasError(f"{name} ({flag}) must be {rule}, got {value!r}")
+
+    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 1:
+        bad("epochs", epochs, "an integer >= 1")
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        bad("batch_size", batch_size, "an integer >= 1")
+    if not isinstance(max_seq_len, int) or isinstance(max_seq_len, bool) or not 3 <= max_seq_len <= 512:
+        bad("max_seq_len", max_seq_len, "an integer in 3..512 (BERT's position embeddings hold 512)")
+    if not _finite_number(learning_rate) or learning_rate <= 0:
+        bad("learning_rate", learning_rate, "a finite number > 0")
+    if not _finite_number(weight_decay) or weight_decay < 0:
+        bad("weight_decay", weight_decay, "a finite number >= 0")
+    if not _finite_number(warmup_fraction) or not 0 <= warmup_fraction <= 1:
+        bad("warmup_fraction", warmup_fraction, "a number in [0, 1]")
+    if clipnorm is not None and (not _finite_number(clipnorm) or clipnorm <= 0):
+        bad("clipnorm", clipnorm, "a finite number > 0 (or None)")
+
+
+def _stop_on_non_finite_loss():
+    import keras
+
+    class StopOnNonFiniteLoss(keras.callbacks.Callback):
+        """Stops ``fit`` at the first batch whose loss is NaN or infinite, and remembers it."""
+
+        bad = None
+
+        def on_train_batch_end(self, batch, logs=None):
+            loss = (logs or {}).get("loss")
+            if loss is not None and not math.isfinite(float(loss)):
+                self.bad = (batch + 1, float(loss))
+                self.model.stop_training = True
+
+    return StopOnNonFiniteLoss()
+
+
 def _train_epochs(model, dataset, prepared, epochs, best_dir, metadata, lower_case, verbose, callbacks):
     """Fits epoch by epoch, scoring the dev set after each and saving the best epoch (the
-    last one without a dev set) to best_dir.  Returns (best scores or None, history, seconds)."""
-    from bert_keras.checkpoints import save_checkpoint
+    last one without a dev set) to best_dir.  Returns (best scores or None, history, seconds).
 
+    Stops at the first non-finite training loss with one line (`BertKerasError`): nothing
+    trained after it is saved, and best_dir keeps the best epoch before it, if any."""
+    from bert_keras.checkpoints import save_checkpoint
+    from bert_keras.progress import fit_progress
+
+    fit_verbose, plain = fit_progress(verbose)  # plain lines, not Keras' bar, when stdout is a log
+    guard = _stop_on_non_finite_loss()
+    callbacks = [guard, *plain, *(callbacks or [])]
     best, history, train_seconds = None, [], 0.0
     for epoch in range(epochs):
         start = time.perf_counter()
-        fit = model.fit(dataset, epochs=epoch + 1, initial_epoch=epoch, verbose=verbose, callbacks=callbacks,
+        fit = model.fit(dataset, epochs=epoch + 1, initial_epoch=epoch, verbose=fit_verbose, callbacks=callbacks,
                         shuffle=False)  # the dataset shuffles and buckets itself
         train_seconds += time.perf_counter() - start
+        if guard.bad is not None:
+            step, loss = guard.bad
+            kept = (f"{best_dir} keeps epoch {best['epoch']}, the best before it" if best is not None
+                    else "nothing was saved")
+            raise BertKerasError(f"epoch {epoch + 1}, step {step}: the training loss is {loss} (not finite): "
+                                 f"training stopped and {kept}; lower --learning-rate, or check the labels")
         record = {"epoch": epoch + 1, **{k: float(v[-1]) for k, v in fit.history.items()}}
         if prepared.evaluate is not None:
             scores = prepared.evaluate(model)
             record.update({f"eval_{k}": v for k, v in scores.items()})
-            if best is None or scores[prepared.key] > best[prepared.key]:
+            score = scores[prepared.key]
+            if not math.isfinite(score):  # a NaN score is never a best epoch
+                pass
+            elif best is None or score > best[prepared.key]:
                 best = {**scores, "epoch": epoch + 1}
                 save_checkpoint(model, best_dir, lower_case=lower_case, metadata=metadata)
         history.append(record)
@@ -222,6 +286,9 @@ def _train_epochs(model, dataset, prepared, epochs, best_dir, metadata, lower_ca
             print(f"epoch {epoch + 1}: " + ", ".join(f"{k}={v:.4g}" for k, v in record.items() if k != "epoch"))
     if prepared.evaluate is None:
         save_checkpoint(model, best_dir, lower_case=lower_case, metadata=metadata)
+    elif best is None:
+        raise BertKerasError(f"the dev {prepared.key} was NaN after every epoch (check the dev set's labels): "
+                             "no epoch was kept, nothing was saved")
     return best, history, train_seconds
 
 

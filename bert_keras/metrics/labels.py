@@ -102,9 +102,12 @@ def pearson(x, y):
     a = a.astype(np.float64) - np.mean(a, dtype=np.float64)
     b = b.astype(np.float64) - np.mean(b, dtype=np.float64)
     denom = math.sqrt(float(np.dot(a, a)) * float(np.dot(b, b)))
-    if denom == 0.0:
+    if denom == 0.0 or not math.isfinite(denom):
         return float("nan")
-    return float(max(-1.0, min(1.0, float(np.dot(a, b)) / denom)))
+    r = float(np.dot(a, b)) / denom
+    if not math.isfinite(r):  # NaN must stay NaN: max(-1, min(1, nan)) would be 1.0
+        return float("nan")
+    return float(max(-1.0, min(1.0, r)))
 
 
 def rankdata(values):
@@ -127,6 +130,8 @@ def rankdata(values):
 def spearman(x, y):
     """Spearman rank correlation: Pearson of the average ranks."""
     a, b = _pair(x, y)
+    if not (np.all(np.isfinite(np.asarray(a, np.float64))) and np.all(np.isfinite(np.asarray(b, np.float64)))):
+        return float("nan")  # ranks would hide a NaN or an infinity behind a finite-looking score
     return pearson(rankdata(a), rankdata(b))
 
 

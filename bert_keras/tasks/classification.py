@@ -32,6 +32,7 @@ tabs with no quote processing (Google's readers use `quotechar=None`).
 from __future__ import annotations
 
 import dataclasses
+import math
 import pathlib
 
 import numpy as np
@@ -220,9 +221,12 @@ def _glue_label(spec, raw, where, name):
     """A row's label: float for STS-B, else one of the task's labels (`_Malformed` if not)."""
     if spec.labels is None:
         try:
-            return float(raw)
+            value = float(raw)
         except ValueError:
             raise DataError(f"{where}: field {name!r}: not a number: {raw!r}") from None
+        if not math.isfinite(value):
+            raise DataError(f"{where}: field {name!r}: not a finite number: {raw!r}")
+        return value
     if raw not in spec.labels:
         raise _Malformed(f"{where}: field {name!r}: bad label {raw!r}",
                          f"{where}: field {name!r}: {raw!r} is not in the label set {list(spec.labels)}")
@@ -307,10 +311,12 @@ def _encode_labels(examples, label_map, regression):
         out = np.empty(len(examples), np.float32)
         for i, e in enumerate(examples):
             try:
-                out[i] = float(e.label)
+                out[i] = value = float(e.label)
             except (TypeError, ValueError):
                 raise DataError(f"{e.source or e.guid}: field 'label': not a number: "
                                 f"{e.label!r}") from None
+            if not math.isfinite(value):  # one NaN target makes every weight NaN
+                raise DataError(f"{e.source or e.guid}: field 'label': not a finite number: {e.label!r}")
         return out
     if label_map is None:
         label_map = LabelMap.from_examples(examples)

@@ -268,14 +268,33 @@ def _chain(first, rest):
     yield from rest
 
 
+class _BadJSON(ValueError):
+    pass
+
+
+def _refuse_duplicate_keys(pairs):
+    record = {}
+    for key, value in pairs:
+        if key in record:  # json.loads would keep the last one silently
+            raise _BadJSON(f"field {key!r} appears twice ({describe_json(record[key])}, then {describe_json(value)})")
+        record[key] = value
+    return record
+
+
+def _refuse_constant(name):
+    raise _BadJSON(f"{name} is not JSON (a label or text must be a finite number or a string)")
+
+
 def _jsonl_records(path):
     for n, line in text_lines(path):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
+            record = json.loads(line, object_pairs_hook=_refuse_duplicate_keys, parse_constant=_refuse_constant)
         except json.JSONDecodeError as e:
             raise DataError(f"{path}:{n}: malformed JSON ({e.msg} at column {e.colno})") from None
+        except _BadJSON as e:
+            raise DataError(f"{path}:{n}: {e}") from None
         if not isinstance(record, dict):
             raise DataError(f"{path}:{n}: expected a JSON object, got {type(record).__name__}")
         yield n, record
