@@ -106,13 +106,17 @@ def pretraining_dataset(files, vocab_path, seq_len=128, max_predictions=20, batc
           next_sentence_label int32 [B] (0 = B follows A, 1 = B is random).
 
     Raises:
-      DataError: a missing file, a pattern matching nothing, a missing
-        vocabulary, or files holding no text.
+      DataError: a missing file, a pattern matching nothing, a file that is
+        not UTF-8 text, a missing vocabulary, or files holding no text.
       ValueError: inconsistent sizes.
     """
     passes = _check_arguments(seq_len, max_predictions, batch_size, masked_lm_prob, seed, repeat)
     stats = stats if stats is not None else PretrainingStats()
     all_files = corpus_lib.resolve_files(files)
+    from bert_keras.data.utf8 import check_utf8_text
+
+    for path in all_files:  # a binary, UTF-16 or Latin-1 file is refused, not read as bytes of text
+        check_utf8_text(path)
     vocab, index = corpus_lib.read_vocab(vocab_path)
     tokenizer = corpus_lib.make_tokenizer(vocab_path, lower_case)
 

@@ -40,11 +40,12 @@ import keras
 import numpy as np
 
 from bert_keras.errors import BertKerasError
+from bert_keras.progress import Progress  # Keras' bar on a terminal, plain lines in a log
 from bert_keras.training.evaluation import evaluate_in_numpy
 # the window statistics, summed over optimiser steps (loss terms) or micro-batches (counts)
 from bert_keras.training.loop import _STATS, NonFiniteLossError
 from bert_keras.training.optimization import create_optimizer
-from bert_keras.training.pretrain_config import _read_text, learning_rate_schedule
+from bert_keras.training.pretrain_config import _read_text, check_corpus_files, learning_rate_schedule
 from bert_keras.training.pretrain_model import build_pretrainer
 from bert_keras.training.run_files import RunFiles, append_metrics, export_final, metrics_record, truncate_metrics
 from bert_keras.writing import atomic_folder, single_writer, write_text
@@ -186,6 +187,7 @@ class _KerasRun(RunFiles):
                                  "(a URL model_dir needs KERAS_BACKEND=tensorflow)")
         if not cfg.train_files and cfg.total_steps:
             raise BertKerasError("train_files is required")
+        check_corpus_files(cfg)
         used = [p for p in (1, 2) if (cfg.phase1_steps if p == 1 else cfg.phase2_steps)]
         accumulations = {cfg.phase_accumulation(p) for p in used}
         if len(accumulations) > 1:
@@ -242,8 +244,8 @@ class _KerasRun(RunFiles):
             logger.info("resuming from %s (step %d)", self.latest, self.step)
             self.say(f"resuming from {self.latest} at step {self.step}")
         truncate_metrics(self.metrics_path, self.step)
-        self.progbar = keras.utils.Progbar(cfg.total_steps, stateful_metrics=["loss", "mlm_acc", "nsp_acc", "steps/s"],
-                                           verbose=1 if cfg.progress else 0)
+        self.progbar = Progress(cfg.total_steps, stateful_metrics=["loss", "mlm_acc", "nsp_acc", "steps/s"],
+                                verbose=1 if cfg.progress else 0)
         self.writer = None
         for phase in (1, 2):
             if self.step < self.phase_end(phase):

@@ -58,7 +58,7 @@ once.  At the end the whole pre-training model (encoder + MLM/NSP heads) is
 written with `bert_keras.save_checkpoint` to ``model_dir/final`` (with
 ``vocab.txt``), which ``bk.load_checkpoint(path)`` reads as an encoder.
 
-Logs: a Keras progress bar (steps/s, ETA), TensorBoard scalars in
+Logs: progress (Keras' bar on a terminal, plain lines in a log), TensorBoard scalars in
 ``model_dir/tensorboard`` and ``model_dir/metrics.jsonl`` (one JSON object per
 logged step: step, phase, seq_len, loss, mlm_loss, nsp_loss, mlm_accuracy,
 nsp_accuracy, examples_per_second, steps_per_second, learning_rate).
@@ -92,13 +92,15 @@ import numpy as np
 import tensorflow as tf
 
 from bert_keras.errors import BertKerasError
+from bert_keras.progress import Progress  # Keras' bar on a terminal, plain lines in a log
 from bert_keras.training import distribute
 from bert_keras.training.evaluation import evaluate_pretrainer
 from bert_keras.training.loop import (_STATS, NonFiniteLossError, PretrainLoop, pretraining_terms,
                                       sparse_softmax_cross_entropy)
 from bert_keras.training.optimization import create_optimizer
 from bert_keras.training.pretrain_config import (MIXED_PRECISION, SCHEDULES, PhasedSchedule, PretrainConfig,
-                                                 _read_text, learning_rate_schedule, resolve_path, split_heldout)
+                                                 _read_text, check_corpus_files, learning_rate_schedule,
+                                                 resolve_path, split_heldout)
 from bert_keras.training.pretrain_model import build_pretrainer
 from bert_keras.training.run_files import (RunFiles, append_metrics, export_final, metrics_record, read_metrics,
                                            truncate_metrics)
@@ -178,6 +180,7 @@ class _Run(RunFiles):
             raise BertKerasError("model_dir is required")
         if not cfg.train_files and cfg.total_steps:
             raise BertKerasError("train_files is required")
+        check_corpus_files(cfg)
         self.cfg = cfg
         self.strategy = strategy or distribute.resolve_strategy(cfg.strategy, cfg.tpu)
         self.chief = distribute.is_chief(self.strategy)
@@ -262,9 +265,8 @@ class _Run(RunFiles):
         self.loop = PretrainLoop(self.model, self.optimizer, self.strategy, clipnorm=self.cfg.clipnorm,
                                  jit_compile=self.cfg.jit_compile)
         self.writer = tf.summary.create_file_writer(os.path.join(self.model_dir, "tensorboard")) if self.chief else None
-        self.progbar = keras.utils.Progbar(self.cfg.total_steps,
-                                           stateful_metrics=["loss", "mlm_acc", "nsp_acc", "steps/s"],
-                                           verbose=1 if (self.chief and self.cfg.progress) else 0)
+        self.progbar = Progress(self.cfg.total_steps, stateful_metrics=["loss", "mlm_acc", "nsp_acc", "steps/s"],
+                                verbose=1 if (self.chief and self.cfg.progress) else 0)
 
     def phase_end(self, phase):
         return self.cfg.phase1_steps if phase == 1 else self.cfg.total_steps

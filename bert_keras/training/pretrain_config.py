@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 from typing import Any
 
@@ -171,8 +172,28 @@ class PretrainConfig:
             bad("mixed_precision", f"must be one of {', '.join(MIXED_PRECISION)}")
         if self.strategy not in distribute.STRATEGIES:
             bad("strategy", f"must be one of {', '.join(distribute.STRATEGIES)}")
-        if not self.learning_rate > 0:
-            bad("learning_rate", "must be positive")
+        def finite(name, allow_none=False):
+            v = getattr(self, name)
+            if v is None and allow_none:
+                return None
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                bad(name, "must be a finite number")
+            return v
+
+        for name in ("learning_rate", "phase2_learning_rate"):
+            v = finite(name, allow_none=name == "phase2_learning_rate")
+            if v is not None and not v > 0:  # a negative rate trains backwards
+                bad(name, "must be positive")
+        if finite("end_learning_rate") < 0:
+            bad("end_learning_rate", "must be >= 0")
+        if finite("weight_decay") < 0:
+            bad("weight_decay", "must be >= 0")
+        if finite("clipnorm", allow_none=True) is not None and not self.clipnorm > 0:
+            bad("clipnorm", "must be positive or null")
+        for name in ("warmup_steps", "phase2_warmup_steps"):
+            v = getattr(self, name)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+                bad(name, "must be a non-negative integer or null")
         if not isinstance(self.model, dict):
             bad("model", "must be a mapping of BertConfig fields")
         for phase in (1, 2):
@@ -201,6 +222,23 @@ class PretrainConfig:
     @property
     def total_steps(self) -> int:
         return self.phase1_steps + self.phase2_steps
+
+
+def check_corpus_files(cfg: PretrainConfig) -> None:
+    """Before anything trains: every training file, and the evaluation files a phase will read,
+    exist and are UTF-8 text (one line naming the first that is not)."""
+    from bert_keras.data.corpus import resolve_files
+    from bert_keras.data.utf8 import check_utf8_text
+
+    groups = [("train_files", cfg.train_files)] if cfg.train_files and cfg.total_steps else []
+    if cfg.eval_files and cfg.eval_batches:
+        groups.append(("eval_files", cfg.eval_files))
+    for name, files in groups:
+        try:
+            for path in resolve_files(files):
+                check_utf8_text(path)
+        except BertKerasError as e:
+            raise type(e)(f"{name}: {e}") from None
 
 
 # =========================================================================== schedule
