@@ -150,37 +150,12 @@ def _backbone_tensors(layers, num_layers, where):
     return out
 
 
-def _shape(dataset, kind):
-    shape = tuple(dataset.shape)
-    if kind == "t":
-        return shape[::-1]
-    if kind == "heads_in":
-        return (shape[1] * shape[2], shape[0])
-    if kind == "heads_out":
-        return (shape[2], shape[0] * shape[1])
-    if kind == "flat":
-        return (int(np.prod(shape)),)
-    return shape
-
-
-def _value(dataset, kind):
-    a = np.asarray(dataset[()], dtype=np.float32)
-    if kind == "t":
-        return a.T
-    if kind == "heads_in":
-        return a.reshape(a.shape[0], -1).T
-    if kind == "heads_out":
-        return a.reshape(-1, a.shape[-1]).T
-    if kind == "flat":
-        return a.reshape(-1)
-    return a
-
-
 def open_preset(folder):
     """A keras-hub preset as a `formats.RawCheckpoint` under Hugging Face's names."""
     import h5py
 
     from bert_keras.checkpoints.formats import METADATA_KEY, RawCheckpoint, check_sizes
+    from bert_keras.checkpoints.mapping import keras_to_hf, keras_to_hf_shape
     from bert_keras.config import BertConfig
 
     config_path = os.path.join(folder, CONFIG)
@@ -221,13 +196,13 @@ def open_preset(folder):
         lowercase = ((_json(tokenizer) or {}).get("config") or {}).get("lowercase")
         if isinstance(lowercase, bool):
             meta["do_lower_case"] = lowercase
-    shapes = {n: _shape(d, kind) for n, (d, kind) in tensors.items()}
+    shapes = {n: keras_to_hf_shape(d.shape, kind) for n, (d, kind) in tensors.items()}
     check_sizes(meta, shapes, "hf", config_path, source)
     config = BertConfig.from_dict(meta, source=config_path)
 
     def get(n):
         dataset, kind = tensors[n]
-        return _value(dataset, kind)
+        return keras_to_hf(dataset[()], kind)
 
     raw = RawCheckpoint(flavor="hf", config=config, source=source, folder=folder, meta=meta, shapes=shapes,
                         getter=get)

@@ -217,3 +217,34 @@ def model_variables(model) -> dict:
         out["classifier/kernel"] = model.classifier.kernel
         out["classifier/bias"] = model.classifier.bias
     return out
+
+
+# --------------------------------------------------------------------------- Keras layouts
+# How a Keras layer stores a tensor that Hugging Face stores otherwise (keras-hub presets and
+# Model Garden checkpoints are read under Hugging Face's names): "t" a Dense kernel (in, out);
+# "heads_in" an EinsumDense Q/K/V kernel (in, heads, size); "heads_out" the attention output
+# kernel (heads, size, out); "flat" a (heads, size) bias; "copy" the same layout.
+def keras_to_hf_shape(shape, kind) -> tuple:
+    shape = tuple(int(d) for d in shape)
+    if kind == "t":
+        return shape[::-1]
+    if kind == "heads_in":
+        return (shape[1] * shape[2], shape[0])
+    if kind == "heads_out":
+        return (shape[2], shape[0] * shape[1])
+    if kind == "flat":
+        return (int(np.prod(shape)),)
+    return shape
+
+
+def keras_to_hf(array, kind) -> np.ndarray:
+    a = np.asarray(array, dtype=np.float32)
+    if kind == "t":
+        return a.T
+    if kind == "heads_in":
+        return a.reshape(a.shape[0], -1).T
+    if kind == "heads_out":
+        return a.reshape(-1, a.shape[-1]).T
+    if kind == "flat":
+        return a.reshape(-1)
+    return a

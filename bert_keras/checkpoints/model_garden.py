@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
-
+from bert_keras.checkpoints.mapping import keras_to_hf, keras_to_hf_shape
 from bert_keras.errors import CheckpointError
 
 VALUE = "/.ATTRIBUTES/VARIABLE_VALUE"
@@ -92,32 +91,6 @@ def _tensors(shapes, source):
     return out, len(blocks)
 
 
-def _shape(shape, kind):
-    shape = tuple(shape)
-    if kind == "t":
-        return shape[::-1]
-    if kind == "heads_in":
-        return (shape[1] * shape[2], shape[0])
-    if kind == "heads_out":
-        return (shape[2], shape[0] * shape[1])
-    if kind == "flat":
-        return (int(np.prod(shape)),)
-    return shape
-
-
-def _value(a, kind):
-    a = np.asarray(a, dtype=np.float32)
-    if kind == "t":
-        return a.T
-    if kind == "heads_in":
-        return a.reshape(a.shape[0], -1).T
-    if kind == "heads_out":
-        return a.reshape(-1, a.shape[-1]).T
-    if kind == "flat":
-        return a.reshape(-1)
-    return a
-
-
 def inferred_config(shapes, source) -> dict:
     """A Hugging Face-style config from the weights' shapes (Model Garden keeps its config elsewhere)."""
     tensors, layers = _tensors(shapes, source)
@@ -133,10 +106,10 @@ def inferred_config(shapes, source) -> dict:
 def renamed(shapes, getter, source):
     """(shapes, getter) of the checkpoint under Hugging Face's names."""
     tensors, _ = _tensors(shapes, source)
-    new_shapes = {hf: _shape(shapes[theirs], kind) for hf, (theirs, kind) in tensors.items()}
+    new_shapes = {hf: keras_to_hf_shape(shapes[theirs], kind) for hf, (theirs, kind) in tensors.items()}
 
     def get(hf):
         theirs, kind = tensors[hf]
-        return _value(getter(theirs), kind)
+        return keras_to_hf(getter(theirs), kind)
 
     return new_shapes, get
