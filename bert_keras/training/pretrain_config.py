@@ -235,7 +235,7 @@ def check_corpus_files(cfg: PretrainConfig) -> None:
         groups.append(("eval_files", cfg.eval_files))
     for name, files in groups:
         try:
-            for path in resolve_files(files):
+            for path in resolve_files(_file_list(files)):  # sample:NAME fetched first
                 check_utf8_text(path)
         except BertKerasError as e:
             raise type(e)(f"{name}: {e}") from None
