@@ -17,7 +17,6 @@ then ``save_to_preset``), so what it writes is what keras-hub writes.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 import warnings
@@ -25,6 +24,7 @@ import warnings
 import numpy as np
 
 from bert_keras.errors import BertKerasError, CheckpointError
+from bert_keras.utils import read_json
 
 CONFIG = "config.json"
 BACKBONE_WEIGHTS = "model.weights.h5"
@@ -38,11 +38,7 @@ _HF_ARCHITECTURE = {_BACKBONE: "BertModel", "keras_hub>BertTextClassifier": "Ber
 
 
 def _json(path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        raise CheckpointError(f"{path}: not readable JSON ({e})") from None
+    return read_json(path, CheckpointError)
 
 
 def is_preset(folder) -> bool:
