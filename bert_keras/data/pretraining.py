@@ -1,5 +1,7 @@
 """`pretraining_dataset`: MLM + NSP examples from raw text, masks drawn afresh.
 
+(Google-format TFRecord shards are read as written instead: `tfrecords.py`.)
+
     import bert_keras as bk
     ds = bk.data.pretraining_dataset("corpus/*.txt", "vocab.txt", seq_len=128,
                                      max_predictions=20, batch_size=32, seed=0)
@@ -71,8 +73,17 @@ def pretraining_dataset(files, vocab_path, seq_len=128, max_predictions=20, batc
 
     Args:
       files: text files in Google's format (one sentence a line, a blank line
-        between documents): a path, a glob (`"data/*.txt"`, `"gs://b/x-*"`),
-        comma-separated paths/globs, or a list of them.
+        between documents), or TFRecord shards written by Google's
+        `create_pretraining_data.py` (or `bert-keras pretraining-data`): a
+        path, a glob (`"data/*.txt"`, `"gs://b/x-*"`), comma-separated
+        paths/globs, or a list of them.  Shards (named `.tfrecord`,
+        `.tfrecords`, `.tfrec`, or starting with a valid record) are read as
+        written, see `tfrecords.py`: their examples must be `seq_len` long
+        with `max_predictions` slots; their masks and pairs are the written
+        ones, so `lower_case`, `whole_word_masking`, `masked_lm_prob`,
+        `short_seq_prob` and `files_per_block` do not apply, and shuffling is
+        of the file order and through a 10,000-example buffer.  Text and
+        shards cannot be mixed in one call.
       vocab_path: the WordPiece `vocab.txt` (must hold `[CLS] [SEP] [PAD] [MASK]`).
       seq_len: L, the packed length (128 in phase 1, 512 in phase 2).
       max_predictions: P, masked-LM slots per sequence (20 at 128, 80 at 512).
@@ -107,14 +118,25 @@ def pretraining_dataset(files, vocab_path, seq_len=128, max_predictions=20, batc
 
     Raises:
       DataError: a missing file, a pattern matching nothing, a file that is
-        not UTF-8 text, a missing vocabulary, or files holding no text.
+        not UTF-8 text, a missing vocabulary, or files holding no text; a
+        shard whose examples have another length, a damaged shard, or text
+        and shards mixed.
       ValueError: inconsistent sizes.
     """
     passes = _check_arguments(seq_len, max_predictions, batch_size, masked_lm_prob, seed, repeat)
     stats = stats if stats is not None else PretrainingStats()
     all_files = corpus_lib.resolve_files(files)
+    from bert_keras.data import tfrecords
     from bert_keras.data.utf8 import check_utf8_text
 
+    if tfrecords.split_kinds(all_files):  # Google's shards: read as written, masks and all
+        shard_files, shard, num_shards, shard_examples = _shard(all_files, input_context, seed)
+        dataset = tfrecords.records_dataset(
+            shard_files, vocab_path, seq_len, max_predictions, batch_size, seed, passes=passes,
+            shuffle=shuffle, drop_remainder=drop_remainder, shard=shard, num_shards=num_shards,
+            shard_examples=shard_examples, stats=stats, all_files=all_files)
+        dataset.stats = stats
+        return dataset
     for path in all_files:  # a binary, UTF-16 or Latin-1 file is refused, not read as bytes of text
         check_utf8_text(path)
     vocab, index = corpus_lib.read_vocab(vocab_path)

@@ -226,8 +226,10 @@ class PretrainConfig:
 
 def check_corpus_files(cfg: PretrainConfig) -> None:
     """Before anything trains: every training file, and the evaluation files a phase will read,
-    exist and are UTF-8 text (one line naming the first that is not)."""
+    exist and are UTF-8 text (one line naming the first that is not); Google-format TFRecord
+    shards are checked when their dataset is built, not as text."""
     from bert_keras.data.corpus import resolve_files
+    from bert_keras.data.tfrecords import is_tfrecord_file
     from bert_keras.data.utf8 import check_utf8_text
 
     groups = [("train_files", cfg.train_files)] if cfg.train_files and cfg.total_steps else []
@@ -236,7 +238,8 @@ def check_corpus_files(cfg: PretrainConfig) -> None:
     for name, files in groups:
         try:
             for path in resolve_files(_file_list(files)):  # sample:NAME fetched first
-                check_utf8_text(path)
+                if not is_tfrecord_file(path):
+                    check_utf8_text(path)
         except BertKerasError as e:
             raise type(e)(f"{name}: {e}") from None
 
