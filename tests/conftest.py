@@ -52,6 +52,7 @@ NEEDS_TF_MODELS = {
                              "test_squad_v2_equals_official_on_generated_predictions",
                              "test_squad_v1_on_the_real_fixture"]),
     "test_pretraining_data.py": (["google"], ["test_truncation_equals_googles_truncate_seq_pair"]),
+    "test_pretraining_tfrecords.py": (["google_shards"], ["test_our_shards_are_read_by_model_gardens_loader"]),
     "test_task_readers.py": (["google"], ["test_basic_tokenizer_and_final_text_equal_google"]),
     "test_tokenizer.py": (["pair"], ["test_every_assigned_codepoint_in_context_matches_google",
                                      "test_words_longer_than_char_limit_become_unk",

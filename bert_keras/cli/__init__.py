@@ -30,6 +30,7 @@ SUBCOMMANDS = {
     "convert": ("convert", "convert checkpoints between Google, Hugging Face and bert-keras layouts"),
     "tokenize": ("tokenize", "WordPiece-tokenize lines from stdin into space-separated ids"),
     "vocab": ("vocab", "build a WordPiece vocabulary from a text corpus"),
+    "pretraining-data": ("pretraining_data", "write pre-training examples as Google-format TFRecord shards"),
     "predict": ("predict", "run an exported SavedModel or a model folder on text"),
 }
 
