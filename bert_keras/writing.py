@@ -212,7 +212,7 @@ class DiskFullError(BertKerasError):
     """Writing an output ran out of space: names the output, what it needed and what was free."""
 
 
-def _is_disk_full(error) -> bool:
+def is_disk_full(error) -> bool:
     """True when ``error`` (or what caused it) is a full disk or quota: an OSError or TensorFlow's message."""
     seen = set()
     while error is not None and id(error) not in seen:
@@ -236,8 +236,10 @@ def _size_of(path) -> int:
     return total
 
 
-def _disk_full_error(path, written, needs_bytes, error) -> DiskFullError:
-    """The one-line error for a full disk while writing ``path`` (``written`` bytes were on disk)."""
+def disk_full_error(path, written, needs_bytes, error, kept="the previous version, if any, is unchanged"
+                     ) -> DiskFullError:
+    """The one-line error for a full disk while writing ``path`` (``written`` bytes were on disk),
+    ending with what was ``kept``."""
     folder = os.path.dirname(os.path.abspath(os.fspath(path)))
     try:
         free = shutil.disk_usage(folder).free
@@ -247,7 +249,7 @@ def _disk_full_error(path, written, needs_bytes, error) -> DiskFullError:
     need = max(int(needs_bytes or 0), written)
     needed = (f"it needs about {mb(need)}" if needs_bytes else f"{mb(written)} were written before the disk filled")
     return DiskFullError(f"{path}: no space left on its device ({needed}; {mb(free) if free is not None else '?'} "
-                         f"free in {folder}); the previous version, if any, is unchanged")
+                         f"free in {folder}); {kept}")
 
 
 def _umask() -> int:
@@ -311,12 +313,12 @@ def atomic_write(path, write):
         os.replace(tmp, real)
         _fsync_path(folder)
     except Exception as e:
-        if isinstance(e, DiskFullError) or not _is_disk_full(e):
+        if isinstance(e, DiskFullError) or not is_disk_full(e):
             raise
         written = _size_of(tmp) if os.path.exists(tmp) else 0
         with contextlib.suppress(OSError):
             os.remove(tmp)
-        raise _disk_full_error(path, written, None, e) from e
+        raise disk_full_error(path, written, None, e) from e
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
@@ -437,9 +439,9 @@ def atomic_folder(final, may_replace=None, needs_bytes=None):
                     written = _size_of(tmp)
                     raise
         except Exception as e:  # the temporary is gone: what is free now is what the user has
-            if not _is_disk_full(e):
+            if not is_disk_full(e):
                 raise
-            raise _disk_full_error(final, written, needs_bytes, e) from e
+            raise disk_full_error(final, written, needs_bytes, e) from e
 
 
 @contextlib.contextmanager

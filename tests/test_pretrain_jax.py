@@ -4,6 +4,9 @@ host devices, the CLI, gradient accumulation.  Runs under KERAS_BACKEND=jax (`ma
 
 import json
 import os
+import re
+import shutil
+import signal
 import subprocess
 import sys
 
@@ -257,3 +260,82 @@ def test_pytorch_runs_the_same_runner_on_one_device_and_resumes(data, tmp_path):
     trained, difference = lines[-1][len("resumed:"):].split()
     assert int(trained) == 2 and float(difference) < 1e-6, lines[-1]  # measured 0.0
     assert bk.load_checkpoint(tmp_path / "run-b" / "final", task="pretraining") is not None
+
+
+def _tear_npz(folder):  # the machine died while model.npz was written
+    path = folder / "model.npz"
+    path.write_bytes(path.read_bytes()[:2000])
+
+
+def _flip_a_byte(folder):  # a bit flipped on disk: the zip's CRC no longer matches
+    path = folder / "optimizer.npz"
+    raw = bytearray(path.read_bytes())
+    raw[len(raw) // 3] ^= 0xFF
+    path.write_bytes(bytes(raw))
+
+
+def _garble_state(folder):
+    (folder / "state.json").write_text('{"step": 4, "pha')
+
+
+@pytest.fixture(scope="module")
+def two_checkpoints(data, tmp_path_factory):
+    """A finished 4-step run with checkpoints step-2 and step-4 (copied by each test that damages it)."""
+    run = tmp_path_factory.mktemp("two_checkpoints") / "run"
+    pretrain(_config(data, run, phase1_steps=4, checkpoint_every=2))
+    return run
+
+
+@pytest.mark.parametrize("damage, reason", [(_tear_npz, r"File is not a zip file|BadZipFile|truncated"),
+                                            (_flip_a_byte, r"Bad CRC-32|Error -3|invalid"),
+                                            (_garble_state, r"Unterminated string|Expecting")])
+def test_an_unreadable_newest_checkpoint_is_named_and_the_one_before_resumes(data, two_checkpoints, tmp_path, capsys,
+                                                                             damage, reason):
+    run = tmp_path / "run"
+    overrides = dict(phase1_steps=4, checkpoint_every=2)
+    shutil.copytree(two_checkpoints, run)
+    trained = _checkpoint_values(run / "checkpoints" / "step-4")
+    damage(run / "checkpoints" / "step-4")
+    capsys.readouterr()
+    result = pretrain(_config(data, run, **overrides))
+    out = capsys.readouterr().out
+    assert re.search(rf"step-4: unreadable \(.*({reason}).*\); resuming from the checkpoint before it, .*step-2$",
+                     out, re.M), out
+    assert re.search(r"resuming from .*step-2 at step 2$", out, re.M), out
+    assert result["trained_steps"] == 2 and os.listdir(run / "checkpoints" / "unreadable") == ["step-4"]
+    again = _checkpoint_values(run / "checkpoints" / "step-4")
+    assert all(np.array_equal(a, b) for a, b in zip(trained, again))  # as if it had never been damaged
+
+
+def test_when_no_checkpoint_reads_nothing_is_moved_and_the_way_to_start_over_is_said(data, two_checkpoints, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(two_checkpoints, run)
+    for step in (2, 4):
+        _garble_state(run / "checkpoints" / f"step-{step}")
+    with pytest.raises(BertKerasError, match=r"step-4: unreadable \(.*\), and no checkpoint before it reads either "
+                                             r"\(2 tried\): to start this run over, move .*checkpoints away"):
+        pretrain(_config(data, run, phase1_steps=4, checkpoint_every=2))
+    assert sorted(os.listdir(run / "checkpoints")) == ["step-2", "step-4"]
+
+
+def test_sigterm_saves_a_checkpoint_and_stops_with_the_line_to_resume(data, tmp_path, monkeypatch, capsys):
+    from bert_keras.training.checkpoint_files import TrainingStopped
+
+    run = tmp_path / "run"
+    step = keras_runner._KerasRun.train_step
+
+    def terminated_after_step_3(self, *args):
+        step(self, *args)
+        if self.step == 3:
+            os.kill(os.getpid(), signal.SIGTERM)  # a real signal to this process, as a scheduler sends it
+
+    monkeypatch.setattr(keras_runner._KerasRun, "train_step", terminated_after_step_3)
+    with pytest.raises(TrainingStopped, match=r"^stopped by SIGTERM at step 3: checkpoint .*step-3 saved; rerun the "
+                                              r"same command to resume from it$") as stopped:
+        pretrain(_config(data, run, phase1_steps=6))
+    assert stopped.value.exit_code == 143 and sorted(os.listdir(run / "checkpoints")) == ["step-3"]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    monkeypatch.undo()
+    capsys.readouterr()
+    result = pretrain(_config(data, run, phase1_steps=6))
+    assert "at step 3" in capsys.readouterr().out and result["trained_steps"] == 3

@@ -1,13 +1,20 @@
-"""Pre-training refuses, before it trains, what would train backwards, on nothing, or on bytes."""
+"""Pre-training refuses, before it trains, what would train backwards, on nothing, or on bytes; and
+survives what stops it: torn checkpoints, a full disk, SIGTERM."""
 
+import json
 import os
 import re
+import signal
+import subprocess
 
+import numpy as np
 import pytest
+import tensorflow as tf
 
 import bert_keras as bk
 from bert_keras.errors import BertKerasError
-from bert_keras.training.pretrain import pretrain
+from bert_keras.training.pretrain import NonFiniteLossError, pretrain
+from bert_keras.writing import DiskFullError
 from bert_keras.training.pretrain_config import PretrainConfig
 from tests.test_pretrain import corpus, run_config  # noqa: F401 - the module's corpus fixture
 
@@ -54,3 +61,121 @@ def test_pretraining_into_a_log_writes_plain_progress_lines_without_terminal_cod
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\r" not in out
     assert re.search(r"^4/4 steps, loss \d+\.\d{4}, .*steps/s$", out, re.M), out  # the run's 4 steps
+
+
+def _train(corpus, run, **overrides):  # noqa: F811
+    return pretrain(PretrainConfig.from_dict(run_config(corpus, run, **overrides)))
+
+
+def _data_file(run, step):
+    folder = run / "checkpoints"
+    return folder / next(n for n in os.listdir(folder) if n.startswith(f"ckpt-{step}.data-"))
+
+
+def _variables(folder):
+    reader = tf.train.load_checkpoint(str(folder))
+    return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map() if k != "_CHECKPOINTABLE_OBJECT_GRAPH"}
+
+
+def test_a_torn_newest_checkpoint_is_named_set_aside_and_the_one_before_resumes(corpus, tmp_path, capsys):  # noqa: F811
+    run = tmp_path / "run"
+    _train(corpus, run, phase1_steps=6)
+    trained = _variables(run / "checkpoints" / "ckpt-6")
+    torn = _data_file(run, 6)
+    torn.write_bytes(torn.read_bytes()[:1000])  # the machine died while the file was written
+    capsys.readouterr()
+    result = _train(corpus, run, phase1_steps=6)
+    out = capsys.readouterr().out
+    assert re.search(r"ckpt-6: unreadable \(Read less bytes than requested\); resuming from the checkpoint before "
+                     r"it, .*ckpt-4$", out, re.M), out
+    assert re.search(r"resuming from .*ckpt-4 at step 4$", out, re.M), out
+    assert result["step"] == 6 and result["trained_steps"] == 2
+    assert sorted(os.listdir(run / "checkpoints" / "unreadable")) == ["ckpt-6.data-00000-of-00001", "ckpt-6.index"]
+    again = _variables(run / "checkpoints" / "ckpt-6")
+    assert again.keys() == trained.keys() and [k for k in again if not np.array_equal(again[k], trained[k])] == []
+
+
+def test_a_garbled_checkpoint_index_file_does_not_start_the_run_over(corpus, tmp_path, capsys):  # noqa: F811
+    run = tmp_path / "run"
+    _train(corpus, run)
+    (run / "checkpoints" / "checkpoint").write_text("garbage {{{")  # tf.train.latest_checkpoint says None
+    capsys.readouterr()
+    result = _train(corpus, run)
+    assert "pre-training already finished at step 4" in capsys.readouterr().out
+    assert result["trained_steps"] == 0
+    assert tf.train.latest_checkpoint(str(run / "checkpoints")).endswith("ckpt-4")  # the index file mended
+
+
+def test_when_no_checkpoint_reads_the_run_is_refused_with_the_command_to_start_over(corpus, tmp_path):  # noqa: F811
+    run = tmp_path / "run"
+    _train(corpus, run)
+    for step in (2, 4):
+        (run / "checkpoints" / f"ckpt-{step}.index").write_bytes(b"not an index")
+    with pytest.raises(BertKerasError, match=r"ckpt-4: unreadable \(.*sstable.*\), and no checkpoint before it "
+                                             r"reads either \(2 tried\): to start this run over, move .*checkpoints "
+                                             r"away \(mv .*checkpoints .*checkpoints\.unreadable\)$"):
+        _train(corpus, run)
+    assert sorted(os.listdir(run / "checkpoints")) == [  # nothing moved, nothing overwritten
+        "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index", "ckpt-4.data-00000-of-00001", "ckpt-4.index"]
+
+
+def test_a_nan_before_any_checkpoint_says_none_was_kept(corpus, tmp_path):  # noqa: F811
+    with pytest.raises(NonFiniteLossError, match=r"^loss is nan at step \d \(phase 1\); training stopped, no checkpoint "
+                                                 r"was written yet in .*checkpoints$"):
+        _train(corpus, tmp_path / "run", learning_rate=1e30, checkpoint_every=4)
+
+
+def test_sigterm_saves_a_checkpoint_and_exits_143_with_the_line_to_resume(corpus, tmp_path, monkeypatch, capsys):  # noqa: F811
+    from bert_keras.cli import main
+    from bert_keras.training import pretrain as P
+
+    run = tmp_path / "run"
+    config = tmp_path / "run.json"
+    config.write_text(json.dumps(run_config(corpus, run, phase1_steps=6, log_every=1, checkpoint_every=4)))
+    original = P._Run.train_call
+
+    def terminated_after_step_3(self, *args):
+        original(self, *args)
+        if self.step == 3:
+            os.kill(os.getpid(), signal.SIGTERM)  # what a scheduler sends: a real signal to this process
+
+    monkeypatch.setattr(P._Run, "train_call", terminated_after_step_3)
+    assert main(["pretrain", "--config", str(config)]) == 143
+    err = capsys.readouterr().err.strip().splitlines()
+    assert re.fullmatch(r"bert-keras pretrain: stopped by SIGTERM at step 3: checkpoint .*ckpt-3 saved; rerun the same "
+                        r"command to resume from it", err[-1]), err
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is the run's only
+    monkeypatch.setattr(P._Run, "train_call", original)
+    assert main(["pretrain", "--config", str(config)]) == 0
+    assert re.search(r"resuming from .*ckpt-3 at step 3$", capsys.readouterr().out, re.M)
+    steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_full_disk_is_the_disk_full_line_and_leaves_no_temporary(corpus, tmp_path, small_disk):  # noqa: F811
+    disk = small_disk(0.6)  # room for the run's small files, not for a checkpoint (6.6 MB)
+    run = disk / "run"
+    os.makedirs(run / "checkpoints")
+    os.makedirs(run / "checkpoints" / "ckpt-8_temp")  # what a killed save left behind
+    with pytest.raises(DiskFullError, match=r"ckpt-2: no space left on its device \(it needs about 6\.\d MB; 0\.\d MB free in "
+                                            r".*checkpoints\); "
+                                            r"no checkpoint was written yet in .*checkpoints$"):
+        _train(corpus, run)
+    assert sorted(os.listdir(run / "checkpoints")) == []  # neither ckpt-2_temp nor the stale ckpt-8_temp
+    subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)  # the user frees space
+    assert _train(corpus, run)["step"] == 4
+
+
+@pytest.mark.parametrize("lines, message", [
+    ('{"step": 1}\n[1, 2]\n{"step": 3}\n', r"line 2: not a JSON object: '\[1, 2\]'"),
+    ('{"step": 1}\n"text"\n{"step": 3}\n', r"line 2: not a JSON object: '\"text\"'"),
+])
+def test_a_metrics_line_that_is_json_but_not_an_object_is_an_error_naming_it(tmp_path, lines, message):
+    from bert_keras.training.pretrain import read_metrics
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text(lines)
+    with pytest.raises(BertKerasError, match=r"metrics\.jsonl: " + message):
+        read_metrics(str(path))
+    path.write_text('{"step": 1}\n7\n')  # a last line cut down to a number: torn, dropped
+    assert read_metrics(str(path)) == ([{"step": 1}], True)

@@ -212,6 +212,9 @@ def _main(argv) -> int:
             raise
         kind = "error" if isinstance(e, (BertKerasError, FileNotFoundError, ValueError)) else type(e).__name__
         msg = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+        if getattr(e, "exit_code", None):  # a requested stop (SIGTERM), its work saved: not an error
+            print(f"bert-keras {args.command}: {msg}", file=sys.stderr)
+            return e.exit_code
         print(f"bert-keras {args.command}: {kind}: {msg}", file=sys.stderr)
         return 1
 

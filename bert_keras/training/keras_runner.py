@@ -35,12 +35,15 @@ import os
 import re
 import shutil
 import time
+import zipfile
+import zlib
 
 import keras
 import numpy as np
 
 from bert_keras.errors import BertKerasError
 from bert_keras.progress import Progress  # Keras' bar on a terminal, plain lines in a log
+from bert_keras.training import checkpoint_files
 from bert_keras.training.evaluation import evaluate_in_numpy
 # the window statistics, summed over optimiser steps (loss terms) or micro-batches (counts)
 from bert_keras.training.loop import _STATS, NonFiniteLossError
@@ -228,8 +231,8 @@ class _KerasRun(RunFiles):
         if holds_tensorflow_checkpoints(self.ckpt_dir):
             raise BertKerasError(f"{self.ckpt_dir} holds checkpoints of the tf.distribute runner (ckpt-N): "
                                  "resume that run with KERAS_BACKEND=tensorflow, or use a new model_dir")
-        steps = checkpoint_steps(self.ckpt_dir)
-        self.latest = os.path.join(self.ckpt_dir, f"step-{steps[-1]}") if steps else None
+        self.checkpoints = [os.path.join(self.ckpt_dir, f"step-{n}") for n in checkpoint_steps(self.ckpt_dir)]
+        self.latest = self.checkpoints[-1] if self.checkpoints else None
 
     # ------------------------------------------------------------------ the steps
     def run(self):
@@ -270,11 +273,13 @@ class _KerasRun(RunFiles):
         self.optimizer.build(self.model.trainable_variables)
         self.model.compile(optimizer=self.optimizer)
         self.step, self.phase = 0, 1
-        if self.latest:
-            self.restore(self.latest)
+        if self.latest:  # the newest checkpoint that reads; an unreadable one is named and set aside
+            self.latest = checkpoint_files.restore_newest(
+                self.checkpoints, self.restore, (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile,
+                                                 zlib.error), lambda folder: [folder], self.say)
         if self.jax:
             _commit(self.model.variables + self.optimizer.variables + self.model.metrics_variables)
-        self.last_saved = self.step
+        self.last_saved = self.step if self.latest else None
         if os.path.exists(self.eval_path):
             self.evals = json.loads(_read_text(self.eval_path))
 
@@ -311,37 +316,47 @@ class _KerasRun(RunFiles):
         return ds.as_numpy_iterator()
 
     def train_phase(self, phase):
-        cfg, k = self.cfg, self.accumulation
         self.phase = phase
         batches = self.phase_batches(phase)
         end = self.phase_end(phase)
-        window, window_steps, window_start = np.zeros(len(_STATS)), 0, time.perf_counter()
-        while self.step < end:
-            stats = np.zeros(len(_STATS))
-            for _ in range(k):
-                features, labels = next(batches)
-                logs = self.model.train_on_batch(features, labels, return_dict=True)
-                mlm_count = float(np.sum(labels["masked_weights"]))
-                nsp_count = float(len(labels["next_sentence_label"]))
-                stats += [logs["loss"] / k, logs["mlm_loss"] / k, logs["nsp_loss"] / k,
-                          logs["mlm_accuracy"] * mlm_count, mlm_count, logs["nsp_accuracy"] * nsp_count, nsp_count]
-            if not np.all(np.isfinite(stats[:3])):
-                raise NonFiniteLossError(
-                    f"loss is {stats[0]} at step {self.step + 1} (phase {phase}); training stopped, the last good "
-                    f"checkpoint (step {self.last_saved}) in {self.ckpt_dir} is kept")
-            self.step += 1
-            self.trained += 1
-            window += stats
-            window_steps += 1
-            elapsed = time.perf_counter() - window_start
-            self.progbar.update(self.step, values=[
-                ("loss", stats[0]), ("mlm_acc", stats[3] / max(stats[4], 1)),
-                ("nsp_acc", stats[5] / max(stats[6], 1)), ("steps/s", window_steps / max(elapsed, 1e-9))])
-            if self.step % cfg.log_every == 0 or self.step == end:
-                self.log(phase, window, window_steps, elapsed)
-                window, window_steps, window_start = np.zeros(len(_STATS)), 0, time.perf_counter()
-            if self.step % cfg.checkpoint_every == 0 or self.step == end:
-                self.save()
+        self.window, self.window_steps, self.window_start = np.zeros(len(_STATS)), 0, time.perf_counter()
+        with checkpoint_files.StopOnSigterm() as stop:  # SIGTERM: save, then stop, between steps
+            while self.step < end:
+                self.train_step(batches, phase, end)
+                if stop.requested:
+                    if self.last_saved != self.step:
+                        self.save()
+                    raise checkpoint_files.TrainingStopped(
+                        f"stopped by SIGTERM at step {self.step}: checkpoint {self.latest} saved; rerun the "
+                        "same command to resume from it")
+
+    def train_step(self, batches, phase, end):
+        """One optimiser step (k micro-batches), then its log and checkpoint."""
+        cfg, k = self.cfg, self.accumulation
+        stats = np.zeros(len(_STATS))
+        for _ in range(k):
+            features, labels = next(batches)
+            logs = self.model.train_on_batch(features, labels, return_dict=True)
+            mlm_count = float(np.sum(labels["masked_weights"]))
+            nsp_count = float(len(labels["next_sentence_label"]))
+            stats += [logs["loss"] / k, logs["mlm_loss"] / k, logs["nsp_loss"] / k,
+                      logs["mlm_accuracy"] * mlm_count, mlm_count, logs["nsp_accuracy"] * nsp_count, nsp_count]
+        if not np.all(np.isfinite(stats[:3])):
+            raise NonFiniteLossError(f"loss is {stats[0]} at step {self.step + 1} (phase {phase}); training "
+                                     "stopped, " + checkpoint_files.kept_checkpoint(self.last_saved, self.ckpt_dir))
+        self.step += 1
+        self.trained += 1
+        self.window += stats
+        self.window_steps += 1
+        elapsed = time.perf_counter() - self.window_start
+        self.progbar.update(self.step, values=[
+            ("loss", stats[0]), ("mlm_acc", stats[3] / max(stats[4], 1)),
+            ("nsp_acc", stats[5] / max(stats[6], 1)), ("steps/s", self.window_steps / max(elapsed, 1e-9))])
+        if self.step % cfg.log_every == 0 or self.step == end:
+            self.log(phase, self.window, self.window_steps, elapsed)
+            self.window, self.window_steps, self.window_start = np.zeros(len(_STATS)), 0, time.perf_counter()
+        if self.step % cfg.checkpoint_every == 0 or self.step == end:
+            self.save()
 
     def log(self, phase, window, steps, elapsed):
         self.last_log = metrics_record(self.cfg, self.schedule, self.step, phase, window, steps, elapsed)
@@ -372,26 +387,33 @@ class _KerasRun(RunFiles):
             write_text(os.path.join(tmp, "state.json"), json.dumps({
                 "step": self.step, "phase": self.phase, "model_variables": [v.path for v in model_vars],
                 "optimizer_variables": [v.path for v in opt_vars]}, indent=1))
-        self.last_saved = self.step
+        self.last_saved, self.latest = self.step, folder
         for old in checkpoint_steps(self.ckpt_dir)[:-self.cfg.keep_checkpoints]:
             shutil.rmtree(os.path.join(self.ckpt_dir, f"step-{old}"), ignore_errors=True)
 
     def restore(self, folder):
+        """Reads every file of ``folder`` first (a torn one raises before any variable changes), then assigns."""
         state = json.loads(_read_text(os.path.join(folder, "state.json")))
+        step, phase = int(state["step"]), int(state["phase"])
+        pairs = []
         for name, key, variables in (("model.npz", "model_variables", self.model.variables),
                                      ("optimizer.npz", "optimizer_variables", self.optimizer.variables)):
             # Paths carry per-process names (bert_pretrainer_1/...): the order and shapes must match.
-            with np.load(os.path.join(folder, name)) as stored:
+            with np.load(os.path.join(folder, name), allow_pickle=False) as stored:
                 values = [stored[f"v{i:05d}"] for i in range(len(stored.files))]
             if [a.shape for a in values] != [tuple(v.shape) for v in variables]:
                 raise BertKerasError(f"{folder}: its {len(values)} {key.replace('_', ' ')} do not match this "
                                      f"run's {len(variables)}; use a new model_dir")
-            for v, value in zip(variables, values):
-                v.assign(value)
+            pairs += zip(variables, values)
+        rng = None
         if not self.jax and os.path.exists(os.path.join(folder, "torch_rng.npz")):
-            with np.load(os.path.join(folder, "torch_rng.npz")) as stored:
-                _set_torch_rng_states(dict(stored))
-        self.step, self.phase = int(state["step"]), int(state["phase"])
+            with np.load(os.path.join(folder, "torch_rng.npz"), allow_pickle=False) as stored:
+                rng = dict(stored)
+        for v, value in pairs:
+            v.assign(value)
+        if rng is not None:
+            _set_torch_rng_states(rng)
+        self.step, self.phase = step, phase
 
     # ------------------------------------------------------------------ evaluation and export
     def evaluate_phase(self, phase):

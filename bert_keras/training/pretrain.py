@@ -93,7 +93,7 @@ import tensorflow as tf
 
 from bert_keras.errors import BertKerasError
 from bert_keras.progress import Progress  # Keras' bar on a terminal, plain lines in a log
-from bert_keras.training import distribute
+from bert_keras.training import checkpoint_files, distribute
 from bert_keras.training.evaluation import evaluate_pretrainer
 from bert_keras.training.loop import (_STATS, NonFiniteLossError, PretrainLoop, pretraining_terms,
                                       sparse_softmax_cross_entropy)
@@ -104,7 +104,7 @@ from bert_keras.training.pretrain_config import (MIXED_PRECISION, SCHEDULES, Pha
 from bert_keras.training.pretrain_model import build_pretrainer
 from bert_keras.training.run_files import (RunFiles, append_metrics, export_final, metrics_record, read_metrics,
                                            truncate_metrics)
-from bert_keras.writing import single_writer, write_text
+from bert_keras.writing import disk_full_error, is_disk_full, single_writer, write_text
 
 __all__ = ["PretrainConfig", "pretrain", "PretrainLoop", "evaluate_pretrainer", "pretraining_terms",
            "sparse_softmax_cross_entropy", "learning_rate_schedule", "PhasedSchedule", "NonFiniteLossError",
@@ -150,7 +150,9 @@ def pretrain(cfg: PretrainConfig, strategy: tf.distribute.Strategy | None = None
     # the chief writes model_dir; a second run into it is refused while this one lives
     with single_writer(run.model_dir) if run.chief else contextlib.nullcontext():
         tf.io.gfile.makedirs(run.model_dir)
-        run.latest = tf.train.latest_checkpoint(run.ckpt_dir)  # read again under the lock
+        run.find_checkpoints()  # again, under the lock
+        if run.chief:
+            checkpoint_files.remove_temporaries(run.ckpt_dir, run.say)
         return _pretrain(run)
 
 
@@ -189,8 +191,13 @@ class _Run(RunFiles):
         self.config_path, self.final_dir = join("pretrain_config.json"), join("final")
         self.metrics_path, self.eval_path = join("metrics.jsonl"), join("eval.json")
         self.ckpt_dir = join("checkpoints")
-        self.latest = tf.train.latest_checkpoint(self.ckpt_dir)
+        self.find_checkpoints()
         self.trained, self.last_log, self.evals = 0, None, {}
+
+    def find_checkpoints(self):
+        """The run's checkpoints, from their files (see `checkpoint_files`); ``latest``, the newest."""
+        self.checkpoints = checkpoint_files.tf_checkpoints(self.ckpt_dir)
+        self.latest = self.checkpoints[-1] if self.checkpoints else None
 
     def say(self, line):
         if self.chief:
@@ -233,14 +240,20 @@ class _Run(RunFiles):
         seed_states = [v for v in self.model.variables if "seed_generator" in v.path]
         self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=self.step_var,
                                               phase=self.phase_var, seed_states=seed_states)
+        if self.latest:  # the newest checkpoint that reads; an unreadable one is named and set aside
+            self.latest = checkpoint_files.restore_newest(
+                self.checkpoints, lambda path: self.checkpoint.restore(path).assert_existing_objects_matched(),
+                (tf.errors.OpError, IndexError, ValueError), checkpoint_files.tf_checkpoint_files, self.say,
+                chief=self.chief)
+            if self.chief:
+                self.find_checkpoints()
+                checkpoint_files.rewrite_tf_index(self.ckpt_dir, self.checkpoints)
         ckpt_dir = self.ckpt_dir
         if not self.chief:  # other workers write to a scratch folder (all must take part in saving)
             ckpt_dir = os.path.join(self.model_dir, "worker_tmp", distribute.task_label(strategy))
         self.manager = tf.train.CheckpointManager(self.checkpoint, ckpt_dir, max_to_keep=cfg.keep_checkpoints)
-        if self.latest:
-            self.checkpoint.restore(self.latest).assert_existing_objects_matched()
         self.step = int(self.step_var.numpy())
-        self.last_saved = self.step
+        self.last_saved = self.step if self.latest else None
         if tf.io.gfile.exists(self.eval_path):
             self.evals = json.loads(_read_text(self.eval_path))
 
@@ -301,37 +314,68 @@ class _Run(RunFiles):
         return iter(strategy.distribute_datasets_from_function(dataset_fn))
 
     def train_phase(self, phase):
-        cfg = self.cfg
         self.phase_var.assign(phase)
         iterator = self.phase_dataset(phase)
-        accumulation, end = cfg.phase_accumulation(phase), self.phase_end(phase)
-        window = np.zeros(len(_STATS))
-        window_steps, window_start = 0, time.perf_counter()
-        while self.step < end:
-            next_log = (self.step // cfg.log_every + 1) * cfg.log_every
-            next_ckpt = (self.step // cfg.checkpoint_every + 1) * cfg.checkpoint_every
-            n = min(cfg.steps_per_call, next_log - self.step, next_ckpt - self.step, end - self.step)
-            totals = self.loop.train(iterator, n, accumulation)
-            if not np.all(np.isfinite(totals[:3])):
-                raise NonFiniteLossError(
-                    f"loss is {totals[0] / n} at step {self.step + n} (phase {phase}); training stopped, "
-                    f"the last good checkpoint (step {self.last_saved}) in {self.ckpt_dir} is kept")
-            self.step += n
-            self.trained += n
-            self.step_var.assign(self.step)
-            window += totals
-            window_steps += n
-            elapsed = time.perf_counter() - window_start
-            self.progbar.update(self.step, values=[
-                ("loss", totals[0] / n), ("mlm_acc", totals[3] / max(totals[4], 1)),
-                ("nsp_acc", totals[5] / max(totals[6], 1)), ("steps/s", window_steps / max(elapsed, 1e-9))])
-            if self.step % cfg.log_every == 0 or self.step == end:
-                self.log(phase, window, window_steps, elapsed)
-                window = np.zeros(len(_STATS))
-                window_steps, window_start = 0, time.perf_counter()
-            if self.step % cfg.checkpoint_every == 0 or self.step == end:
-                self.manager.save(checkpoint_number=self.step)
-                self.last_saved = self.step
+        end = self.phase_end(phase)
+        self.window, self.window_steps, self.window_start = np.zeros(len(_STATS)), 0, time.perf_counter()
+        # SIGTERM saves and stops between calls.  Several workers must save together, which a signal
+        # to one of them cannot arrange (tf.distribute's PreemptionCheckpointHandler does that).
+        multiworker = isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy)
+        with checkpoint_files.StopOnSigterm(enabled=not multiworker) as stop:
+            while self.step < end:
+                self.train_call(iterator, phase, end)
+                if stop.requested:
+                    self.stop_on_request()
+
+    def train_call(self, iterator, phase, end):
+        """One call of the compiled loop (up to ``steps_per_call`` steps), then its log and checkpoint."""
+        cfg = self.cfg
+        next_log = (self.step // cfg.log_every + 1) * cfg.log_every
+        next_ckpt = (self.step // cfg.checkpoint_every + 1) * cfg.checkpoint_every
+        n = min(cfg.steps_per_call, next_log - self.step, next_ckpt - self.step, end - self.step)
+        totals = self.loop.train(iterator, n, cfg.phase_accumulation(phase))
+        if not np.all(np.isfinite(totals[:3])):
+            raise NonFiniteLossError(
+                f"loss is {totals[0] / n} at step {self.step + n} (phase {phase}); training stopped, "
+                + checkpoint_files.kept_checkpoint(self.last_saved, self.ckpt_dir))
+        self.step += n
+        self.trained += n
+        self.step_var.assign(self.step)
+        self.window += totals
+        self.window_steps += n
+        elapsed = time.perf_counter() - self.window_start
+        self.progbar.update(self.step, values=[
+            ("loss", totals[0] / n), ("mlm_acc", totals[3] / max(totals[4], 1)),
+            ("nsp_acc", totals[5] / max(totals[6], 1)), ("steps/s", self.window_steps / max(elapsed, 1e-9))])
+        if self.step % cfg.log_every == 0 or self.step == end:
+            self.log(phase, self.window, self.window_steps, elapsed)
+            self.window, self.window_steps, self.window_start = np.zeros(len(_STATS)), 0, time.perf_counter()
+        if self.step % cfg.checkpoint_every == 0 or self.step == end:
+            self.save()
+
+    def save(self):
+        """``ckpt-<step>``; a full disk is the `DiskFullError` line, and a save that failed leaves nothing."""
+        try:
+            self.manager.save(checkpoint_number=self.step)
+        except Exception as e:
+            if self.chief:
+                checkpoint_files.remove_temporaries(self.ckpt_dir, say=lambda _: None)
+            if not is_disk_full(e):
+                raise
+            needs = sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize
+                        for v in self.model.variables + self.optimizer.variables)
+            kept = checkpoint_files.kept_checkpoint(self.last_saved, self.ckpt_dir)
+            raise disk_full_error(os.path.join(self.ckpt_dir, f"ckpt-{self.step}"), 0, needs, e,
+                                   kept=kept) from None
+        self.last_saved = self.step
+        self.latest = self.manager.latest_checkpoint
+
+    def stop_on_request(self):
+        if self.last_saved != self.step:
+            self.save()
+        raise checkpoint_files.TrainingStopped(
+            f"stopped by SIGTERM at step {self.step}: checkpoint {self.latest} saved; rerun the same command "
+            "to resume from it")
 
     def log(self, phase, window, steps, elapsed):
         self.last_log = metrics_record(self.cfg, self.schedule, self.step, phase, window, steps, elapsed)

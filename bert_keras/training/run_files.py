@@ -31,11 +31,15 @@ def read_metrics(path):
         if not line.strip():
             continue
         try:
-            records.append(json.loads(line))
+            record = json.loads(line)
         except ValueError:
-            if any(rest.strip() for rest in lines[number:]):
-                raise BertKerasError(f"{path}: line {number}: not a JSON object: {line[:60]!r}") from None
-            torn = True
+            record = None
+        if isinstance(record, dict):
+            records.append(record)
+            continue
+        if any(rest.strip() for rest in lines[number:]):
+            raise BertKerasError(f"{path}: line {number}: not a JSON object: {line[:60]!r}")
+        torn = True
     return records, torn
 
 
