@@ -64,7 +64,7 @@ def test_every_subcommand_help_has_examples(capsys):
     from bert_keras.cli import SUBCOMMANDS
 
     assert set(SUBCOMMANDS) == {"demo", "pretrain", "finetune", "evaluate", "export", "convert", "tokenize",
-                                "vocab", "predict"}
+                                "vocab", "pretraining-data", "predict"}
     for name in SUBCOMMANDS:
         code, out, _ = _main(capsys, name, "--help")
         assert code == 0, name
