@@ -41,7 +41,7 @@ logger = logging.getLogger("bert_keras.data")
 # "x.tfrecord", "x.tfrecord-00003-of-00100", "x.tfrecords.gz" are named as shards.
 _NAMED = re.compile(r"\.(?:tfrecords?|tfrec)(?:-\d+-of-\d+)?(?:\.gz)?$", re.IGNORECASE)
 _HEADER_BYTES = 12  # uint64 length + masked CRC32C of it
-CHUNK = 256  # records read and parsed per TensorFlow call
+CHUNK = 1024  # records read and parsed per TensorFlow call
 CYCLE = 4  # files read at a time, round-robin, when shuffling
 SHUFFLE_BUFFER = 10_000
 
