@@ -61,7 +61,8 @@ class Progress:
         self.stream, self.verbose = stream, verbose
         self.current, self._start, self._last = 0, time.monotonic(), None
         self._bar = None
-        if verbose and is_terminal(self.stream or sys.stdout):
+        # Keras' bar draws on stdout: only where stdout is what was asked for (evaluate's stdout is JSON)
+        if verbose and self.stream in (None, sys.stdout) and is_terminal(sys.stdout):
             import keras
 
             self._bar = keras.utils.Progbar(target, unit_name=unit_name, stateful_metrics=stateful_metrics)

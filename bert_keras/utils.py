@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 
 from bert_keras.errors import BertKerasError
+from bert_keras.locks import lock_file_of, single_writer, writes
 from bert_keras.writing import (
-    DiskFullError, atomic_folder, atomic_write, foreign_entries, lock_file_of, replace_folder,
-    single_writer, write_json, write_text, writes)
+    DiskFullError, atomic_folder, atomic_write, foreign_entries, replace_folder, write_json, write_text)
 
 __all__ = ["import_tensorflow", "read_json", "DiskFullError", "atomic_folder", "atomic_write",
            "foreign_entries", "lock_file_of", "replace_folder", "single_writer", "write_json",

@@ -7,6 +7,7 @@ file, a previous version, a half-written folder) and asserts what is left.
 
 import json
 import os
+import re
 import subprocess
 
 import numpy as np
@@ -391,6 +392,9 @@ def test_evaluate_output_is_written_whole_and_never_into_a_folder(tmp_path, clf_
     scores = json.loads(out.read_text())
     assert json.loads(proc.stdout) == scores and 0 <= scores["accuracy"] <= 100
     assert sorted(os.listdir(out.parent)) == ["dev.json"]
+    # progress as one plain line on stderr (stdout is the JSON), no terminal codes
+    assert re.search(rf"^{len(TEXTS)} sequences, [\d,.]+ sequences/s$", proc.stderr, re.M), proc.stderr
+    assert "\x1b" not in proc.stderr + proc.stdout and "\r" not in proc.stderr + proc.stdout
     _one_line_error(cli("evaluate", "--model-dir", clf_dir, "--eval", data, "--output", tmp_path),
                     f"{tmp_path}: is a folder")
 

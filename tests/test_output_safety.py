@@ -19,7 +19,8 @@ tf = pytest.importorskip("tensorflow")
 
 from bert_keras.checkpoints import save_checkpoint  # noqa: E402
 from bert_keras.errors import BertKerasError  # noqa: E402
-from bert_keras.writing import atomic_write, single_writer  # noqa: E402
+from bert_keras.locks import single_writer  # noqa: E402
+from bert_keras.writing import atomic_write  # noqa: E402
 from tests.test_data_safety import LABELS, SEQ_LEN, TEXTS, _classifier, _one_line_error, _tree  # noqa: E402
 from tests.test_data_safety import cli, clf_dir, vocab_file  # noqa: E402,F401
 from tests.test_single_writer import ENV, Holder  # noqa: E402

@@ -1,7 +1,7 @@
 """One writer per output, temporaries of killed writers removed, a full disk named, Ctrl-C after the end.
 
 Every command that writes a file or folder holds an exclusive lock beside it for its
-whole run (`bert_keras.writing.single_writer`).  Each check here runs a real command
+whole run (`bert_keras.locks.single_writer`).  Each check here runs a real command
 against an output that a second, live process is writing (it holds the lock, as a
 running `bert-keras` command does) and asserts the one-line refusal and that the
 output is untouched; two real TFLite exports race for one folder; a real export is
@@ -21,7 +21,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 from bert_keras.errors import BertKerasError  # noqa: E402
-from bert_keras.writing import lock_file_of, single_writer  # noqa: E402
+from bert_keras.locks import lock_file_of, single_writer  # noqa: E402
 from tests.test_data_safety import LABELS, TEXTS, _tree  # noqa: E402
 from tests.test_data_safety import cli, clf_dir, vocab_file  # noqa: E402,F401
 
@@ -35,7 +35,7 @@ class Holder:
     def __init__(self, path):
         code = textwrap.dedent(f"""
             import sys
-            from bert_keras.writing import single_writer
+            from bert_keras.locks import single_writer
             with single_writer({os.fspath(path)!r}):
                 print("held", flush=True)
                 sys.stdin.read()

@@ -51,7 +51,7 @@ def _finite(scores):
 def run(args) -> int:
     from bert_keras.errors import BertKerasError
     from bert_keras.output_files import check_output_file
-    from bert_keras.writing import single_writer
+    from bert_keras.locks import single_writer
 
     if args.batch_size < 1:
         raise BertKerasError(f"--batch-size must be >= 1, got {args.batch_size}")
@@ -72,7 +72,8 @@ def _evaluate(args):
         raise BertKerasError(f"{args.model_dir}: no task recorded in the folder; pass --task")
     examples, data = read_task_file(task, args.eval, args, training=False, announce=sys.stderr)
     scores = evaluate(args.model_dir, examples, task=task, batch_size=args.batch_size, dev_dataset=data,
-                      doc_stride=args.doc_stride, max_query_length=args.max_query_length, lower_case=args.lower_case)
+                      doc_stride=args.doc_stride, max_query_length=args.max_query_length, lower_case=args.lower_case,
+                      progress=True)
     text = json.dumps(_finite(scores), indent=2, allow_nan=False)
     print(text)
     if args.output:

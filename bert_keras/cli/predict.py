@@ -308,7 +308,7 @@ def _by_length(predictor, texts, texts_b, batch_size):
 def run(args) -> int:
     from bert_keras.errors import BertKerasError
     from bert_keras.output_files import check_output_file
-    from bert_keras.writing import single_writer
+    from bert_keras.locks import single_writer
 
     if args.batch_size < 1:
         raise BertKerasError(f"--batch-size must be >= 1, got {args.batch_size}")

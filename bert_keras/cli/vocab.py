@@ -43,7 +43,7 @@ def _lines(paths):
 def run(args) -> int:
     from bert_keras.data.utf8 import check_utf8_text
     from bert_keras.output_files import check_output_file
-    from bert_keras.writing import single_writer
+    from bert_keras.locks import single_writer
 
     for path in args.input:
         if not os.path.isfile(path):

@@ -41,7 +41,8 @@ from bert_keras.export import heads
 from bert_keras.export.spec import (SPEC_FILE, check_out_dir, may_replace_export, require_tensorflow_backend,
                                     resolve, weights_bytes, write_spec)
 from bert_keras.models.copies import with_options
-from bert_keras.writing import atomic_folder, writes
+from bert_keras.locks import writes
+from bert_keras.writing import atomic_folder
 
 # The ids-only copy earlier exports wrote inside the folder (kept so their size excludes it).
 IDS_ONLY = "ids_only"

@@ -45,7 +45,7 @@ import tensorflow as tf
 
 from bert_keras.errors import BertKerasError
 from bert_keras.text.packing import pack_ragged
-from bert_keras.writing import writes
+from bert_keras.locks import writes
 
 PREPROCESSOR = "preprocessor"
 ENCODER = "encoder"

@@ -57,7 +57,8 @@ from bert_keras.export.tflite_runtime import TFLiteModel, file_size_mb, latency_
 from bert_keras.export.tflite_text import CodepointTokenizer, codepoints
 from bert_keras.models.copies import with_options
 from bert_keras.export.tflite_tftext import DenseTextPacker
-from bert_keras.writing import atomic_folder, atomic_write, writes
+from bert_keras.locks import writes
+from bert_keras.writing import atomic_folder, atomic_write
 
 IDS_FILE = "model.tflite"
 TEXT_FILE = "model_text.tflite"

@@ -35,7 +35,8 @@ from bert_keras.errors import BertKerasError
 from bert_keras.finetuning.batches import BUCKET_CHUNK, LENGTH_MULTIPLE, predict, training_dataset  # noqa: F401
 from bert_keras.finetuning.prepare import PreparedTask, classification_metrics, prepare_task  # noqa: F401
 from bert_keras.task_names import FINETUNE_TASKS
-from bert_keras.writing import write_json, writes
+from bert_keras.locks import writes
+from bert_keras.writing import write_json
 
 TASKS = tuple(FINETUNE_TASKS)
 MODEL_TASK = FINETUNE_TASKS  # fine-tuning task -> load_checkpoint task
@@ -293,12 +294,13 @@ def _train_epochs(model, dataset, prepared, epochs, best_dir, metadata, lower_ca
 
 
 def evaluate(model_dir, eval_examples, task=None, batch_size=64, dev_dataset=None, max_seq_len=None,
-             doc_stride=128, max_query_length=64, lower_case=None):
+             doc_stride=128, max_query_length=64, lower_case=None, progress=False):
     """Score a folder written by `finetune` (its ``best/``) on labelled examples.
 
     The task, label set, casing and sequence length come from the folder's
     metadata (`lower_case` overrides the casing; the choice is named on
-    stderr, stdout being the metrics).  Returns the metrics dict (percentages).
+    stderr, stdout being the metrics).  ``progress``: plain progress lines on
+    stderr (sequences done, rate, ETA).  Returns the metrics dict (percentages).
     """
     from bert_keras.checkpoints import load_checkpoint, open_checkpoint
     from bert_keras.tasks import LabelMap
@@ -316,4 +318,8 @@ def evaluate(model_dir, eval_examples, task=None, batch_size=64, dev_dataset=Non
     prepared = prepare_task(task, None, list(eval_examples), tokenizer, max_seq_len or meta.get("max_seq_len", 128),
                             label_map, batch_size, dev_dataset, doc_stride, max_query_length)
     model = load_checkpoint(model_dir, task=MODEL_TASK[task])
-    return prepared.evaluate(model)
+    if not progress:
+        return prepared.evaluate(model)
+    from bert_keras.progress import Progress
+
+    return prepared.evaluate(model, Progress(None, unit_name="sequence", stream=sys.stderr))

@@ -27,11 +27,12 @@ def training_dataset(inputs, labels, batch_size, seed=0, length_multiple=LENGTH_
     return ds.apply(tf.data.experimental.assert_cardinality(-(-n // batch_size)))
 
 
-def predict(model, inputs, batch_size=64):
+def predict(model, inputs, batch_size=64, progress=None):
     """Run ``model`` over batches in order; outputs padded back to the full length.
 
     One compiled graph for every batch length (`bert_keras.models.inference_function`),
-    each batch cut to its longest member.
+    each batch cut to its longest member.  ``progress`` (a `bert_keras.progress.Progress`)
+    counts the sequences done.
     """
     from bert_keras.models import inference_function
     from bert_keras.tasks import to_dataset
@@ -43,6 +44,10 @@ def predict(model, inputs, batch_size=64):
     for batch in to_dataset(inputs, None, batch_size, shuffle=False, trim=True):
         out = fn({k: batch[k] for k in names})
         chunks.append({k: np.asarray(v) for k, v in out.items()} if isinstance(out, dict) else np.asarray(out))
+        if progress is not None:
+            progress.add(len(batch["padding_mask"]))
+    if progress is not None:
+        progress.update(progress.current, finalize=True)
 
     def join(parts, seq_axis_present):
         if not seq_axis_present:

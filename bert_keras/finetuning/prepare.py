@@ -45,8 +45,8 @@ def _prepare_classification(train, dev, tokenizer, max_seq_len, regression, labe
     tr = featurize_classification(train, tokenizer, max_seq_len, label_map, regression) if train else None
     dv = featurize_classification(dev, tokenizer, max_seq_len, label_map, regression) if dev else None
 
-    def evaluate(model):
-        return classification_metrics(dv.labels, predict(model, dv.inputs, 2 * batch_size), regression)
+    def evaluate(model, progress=None):
+        return classification_metrics(dv.labels, predict(model, dv.inputs, 2 * batch_size, progress), regression)
 
     if regression:
         loss, metrics, key = keras.losses.MeanSquaredError(), [], "pearson"
@@ -69,8 +69,8 @@ def _prepare_ner(train, dev, tokenizer, max_seq_len, label_map, batch_size):
     tr = featurize_token_classification(train, tokenizer, label_map, max_seq_len) if train else None
     dv = featurize_token_classification(dev, tokenizer, label_map, max_seq_len) if dev else None
 
-    def evaluate(model):
-        logits = predict(model, dv.inputs, 2 * batch_size)
+    def evaluate(model, progress=None):
+        logits = predict(model, dv.inputs, 2 * batch_size, progress)
         words = words_from_predictions(np.argmax(logits, -1), dv, label_map)
         return bk_metrics.ner_metrics([s.tags for s in dev], words)
 
@@ -90,8 +90,8 @@ def _prepare_squad(train, dev, tokenizer, max_seq_len, version_2, batch_size, de
         if train else None
     dv = featurize_squad(dev, tokenizer, max_seq_len, doc_stride, max_query_length) if dev else None
 
-    def evaluate(model):
-        out = predict(model, dv.inputs, 2 * batch_size)
+    def evaluate(model, progress=None):
+        out = predict(model, dv.inputs, 2 * batch_size, progress)
         preds = postprocess_squad(dev, dv, out["start_logits"], out["end_logits"],
                                   lower_case=tokenizer.lower_case, version_2=version_2, tokenizer=tokenizer)
         version = "2.0" if version_2 else "1.1"
@@ -122,8 +122,8 @@ def _prepare_multiple_choice(train, dev, tokenizer, max_seq_len, batch_size):
     tr = featurize_multiple_choice(train, tokenizer, max_seq_len) if train else None
     dv = featurize_multiple_choice(dev, tokenizer, max_seq_len) if dev else None
 
-    def evaluate(model):
-        return bk_metrics.classification_metrics(dv.labels, np.argmax(predict(model, dv.inputs, batch_size), -1))
+    def evaluate(model, progress=None):
+        return bk_metrics.classification_metrics(dv.labels, np.argmax(predict(model, dv.inputs, batch_size, progress), -1))
 
     return PreparedTask(inputs=tr and tr.inputs, labels=tr and tr.labels, num_examples=len(train or ()),
                         head_kwargs={}, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
