@@ -8,6 +8,7 @@ shards `bert-keras pretraining-data` writes).
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -288,7 +289,8 @@ def test_damaged_shards_and_non_text_files_are_one_line(our_shards, vocab_path, 
 def test_pretrain_config_checks_shards_as_shards(our_shards, tmp_path):
     from bert_keras.training.pretrain_config import PretrainConfig, check_corpus_files
 
-    check_corpus_files(PretrainConfig(train_files=shard_files(our_shards[0])))
+    check_corpus_files(PretrainConfig(train_files=shard_files(our_shards[0]), phase1_seq_len=SEQ,
+                                      phase1_max_predictions=SLOTS, phase2_steps=0))
     binary = tmp_path / "noise.bin"
     binary.write_bytes(bytes(range(256)) * 64)
     with pytest.raises(DataError, match="^train_files: .*noise.bin:1: corpus is not UTF-8 text"):
@@ -323,3 +325,59 @@ def test_writer_replaces_its_own_output_only(our_shards, corpus_file, vocab_path
         assert code == 1 and len(lines) == 1 and message in lines[0], stderr
     assert os.listdir(foreign) == ["notes.txt"]
     assert isinstance(DataError("x"), BertKerasError)
+
+
+# --------------------------------------------------------------------------- pre-training on shards
+@pytest.fixture(scope="module")
+def two_lengths(google_shards, corpus_file, vocab_path, tmp_path_factory):
+    """One folder with Google's 64-token shards and ours of 128 tokens, as a two-phase corpus is kept."""
+    ours = tmp_path_factory.mktemp("ours128") / "shards"
+    code, _, stderr = cli("pretraining-data", "--train-files", corpus_file, "--vocab", vocab_path, "--out", ours,
+                          "--seq-len", 128, "--max-predictions", 20, "--dupe-factor", 1, "--seed", 1)
+    assert code == 0, stderr
+    folder = tmp_path_factory.mktemp("both")
+    for path in google_shards:
+        shutil.copy(path, folder / os.path.basename(path))
+    for path in shard_files(ours):
+        shutil.copy(path, folder / ("ours-" + os.path.basename(path)))
+    return folder
+
+
+def _pretrain_args(folder, vocab_path, model_dir, *extra):
+    return ["pretrain", "--preset", "tiny", "--vocab", vocab_path, "--train-files", f"{folder}/*.tfrecord",
+            "--model-dir", model_dir, "--phase1-steps", 2, "--phase2-steps", 1, "--phase1-seq-len", SEQ,
+            "--phase1-max-predictions", SLOTS, "--phase2-seq-len", 128, "--phase2-max-predictions", 20,
+            "--batch-size", 4, "--log-every", 1, "--strategy", "cpu", "--no-progress", *extra]
+
+
+def test_pretrain_trains_each_phase_on_the_shards_of_its_length(two_lengths, vocab_path, tmp_path, capsys):
+    run = tmp_path / "run"
+    code, out, err = cli_here(capsys, *_pretrain_args(two_lengths, vocab_path, run))
+    assert code == 0, err
+    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["step"], r["seq_len"]) for r in lines] == [(1, SEQ), (2, SEQ), (3, 128)]
+    assert all(np.isfinite(r["loss"]) for r in lines) and (run / "final" / "bert_keras.json").exists()
+
+
+def test_a_phase_no_shard_fits_is_one_line_before_anything_trains(two_lengths, vocab_path, tmp_path, capsys):
+    run = tmp_path / "run"
+    code, _, err = cli_here(capsys, *_pretrain_args(two_lengths, vocab_path, run, "--phase2-seq-len", 256,
+                                                    "--phase2-max-predictions", 40))
+    assert code == 1 and err.strip().splitlines()[-1] == (
+        "bert-keras pretrain: error: train_files: phase 2: no shard holds examples of 256 tokens with 40 masked-LM "
+        f"slots; the 3 shard(s) hold 2 of {SEQ} tokens with {SLOTS}, 1 of 128 tokens with 20"), err
+    assert not (run / "checkpoints").exists()
+
+
+def test_a_shard_damaged_mid_file_stops_pretrain_with_one_line_naming_it(our_shards, vocab_path, tmp_path, capsys):
+    data = open(shard_files(our_shards[0])[0], "rb").read()
+    folder = tmp_path / "shards"
+    folder.mkdir()
+    (folder / "cut.tfrecord").write_bytes(data[:len(data) // 2])  # a copy that stopped half way
+    code, _, err = cli_here(capsys, "pretrain", "--preset", "tiny", "--vocab", vocab_path, "--train-files",
+                            f"{folder}/*.tfrecord", "--model-dir", tmp_path / "run", "--phase1-steps", 200,
+                            "--phase2-steps", 0, "--phase1-seq-len", SEQ, "--phase1-max-predictions", SLOTS,
+                            "--batch-size", 8, "--strategy", "cpu", "--no-progress")
+    last = err.strip().splitlines()[-1]
+    assert code == 1 and re.fullmatch(rf"bert-keras pretrain: error: {folder}/cut\.tfrecord: damaged TFRecord file "
+                                      r"after \d+ records \(truncated record.*", last), err

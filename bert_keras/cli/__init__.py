@@ -212,6 +212,10 @@ def _main(argv) -> int:
             raise
         kind = "error" if isinstance(e, (BertKerasError, FileNotFoundError, ValueError)) else type(e).__name__
         msg = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+        # one of ours raised inside a tf.data function reaches here wrapped in TensorFlow's error
+        ours = re.search(r"\b(?:BertKerasError|CheckpointError|DataError): (.+?)(?:\s*\[\[|$)", str(e), re.M)
+        if ours and not isinstance(e, BertKerasError):
+            kind, msg = "error", ours.group(1)
         if getattr(e, "exit_code", None):  # a requested stop (SIGTERM), its work saved: not an error
             print(f"bert-keras {args.command}: {msg}", file=sys.stderr)
             return e.exit_code

@@ -75,7 +75,7 @@ def _check(args, inputs):
 
 def _previous_output(folder):
     """Let ``folder`` be replaced only when it is a previous output of this command."""
-    from bert_keras.data.tfrecords import SHARD_PATTERN, SUMMARY_FILE
+    from bert_keras.data.tfrecord_writer import SHARD_PATTERN, SUMMARY_FILE
     from bert_keras.writing import foreign_entries
 
     foreign = foreign_entries(folder, names=(SUMMARY_FILE,), patterns=(SHARD_PATTERN,))
@@ -86,7 +86,7 @@ def _previous_output(folder):
 
 
 def run(args) -> int:
-    from bert_keras.data import corpus, tfrecords
+    from bert_keras.data import corpus, tfrecord_writer, tfrecords
     from bert_keras.data.pretraining import pretraining_dataset
     from bert_keras.writing import atomic_folder, write_json
 
@@ -115,12 +115,12 @@ def run(args) -> int:
               file=sys.stderr, flush=True)
 
     with atomic_folder(args.out, may_replace=_previous_output) as tmp:
-        counts = tfrecords.write_shards(dataset.as_numpy_iterator(), tmp, args.examples_per_shard, special,
+        counts = tfrecord_writer.write_shards(dataset.as_numpy_iterator(), tmp, args.examples_per_shard, special,
                                         progress)
         if not counts["examples"]:
             raise DataError(f"--train-files: no examples from {', '.join(files[:3])}")
         masked_share = counts["masked"] / max(1, counts["candidates"])
-        write_json(os.path.join(tmp, tfrecords.SUMMARY_FILE), {
+        write_json(os.path.join(tmp, tfrecord_writer.SUMMARY_FILE), {
             "format": "google-pretraining-tfrecord", "seq_len": args.seq_len,
             "max_predictions": args.max_predictions, "dupe_factor": args.dupe_factor, "seed": args.seed,
             "whole_word_masking": args.whole_word_masking, "lower_case": not args.cased,

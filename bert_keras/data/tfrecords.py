@@ -22,11 +22,14 @@ record or a record of another length is a `DataError` naming the file.  The firs
 every shard is checked when the dataset is built, so a shard of 128-token examples given to
 a 512-token phase fails at once, in one line.
 
-`write_shards` writes examples (batches of the text pipeline) in the same format.
+`shard_lengths` and `phase_shards` pick, among a run's shards, those of a phase's length
+(a folder may hold 128- and 512-token shards side by side); `tfrecord_writer.write_shards`
+writes our examples in the same format.
 """
 
 from __future__ import annotations
 
+import collections
 import logging
 import os
 import re
@@ -322,79 +325,34 @@ def records_dataset(files, vocab_path, seq_len, max_predictions, batch_size, see
     return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-# --------------------------------------------------------------------------- writing
-SHARD_PATTERN = "pretraining-*-of-*.tfrecord"
-SUMMARY_FILE = "pretraining_data.json"
-
-
-def shard_name(index, count):
-    """``pretraining-00003-of-00010.tfrecord``."""
-    return f"pretraining-{index:05d}-of-{count:05d}.tfrecord"
-
-
-def _examples(features, labels):
-    """One batch of numpy (features, labels) -> serialized Google-format tf.train.Examples."""
-    def ints(values):
-        return tf.train.Feature(int64_list=tf.train.Int64List(value=values.tolist()))
-
-    columns = {"input_ids": features["token_ids"], "input_mask": features["padding_mask"],
-               "segment_ids": features["segment_ids"], "masked_lm_positions": features["masked_positions"],
-               "masked_lm_ids": labels["masked_ids"]}
-    weights = labels["masked_weights"]
-    not_next = labels["next_sentence_label"]
-    for i in range(len(not_next)):
-        feature = {name: ints(column[i]) for name, column in columns.items()}
-        feature["masked_lm_weights"] = tf.train.Feature(float_list=tf.train.FloatList(value=weights[i].tolist()))
-        feature["next_sentence_labels"] = ints(not_next[i:i + 1])
-        yield tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
-
-
-def write_shards(batches, folder, examples_per_shard, special_ids, progress=None):
-    """Writes batches of the text pipeline into ``folder`` as Google-format shards.
-
-    Args:
-      batches: iterable of numpy `(features, labels)` dicts (`pretraining_dataset`'s).
-      folder: an existing, empty folder (the caller makes the output whole or nothing).
-      examples_per_shard: examples a shard; the last one may hold fewer.
-      special_ids: ids never masked (`[CLS] [SEP] [PAD] [MASK]`), to count masked tokens.
-      progress: called with the running counts after each shard, or None.
-
-    Returns:
-      Counts: shards, examples, tokens (non-padding), candidates (non-special tokens of the
-      text before masking), masked (masked-LM targets), not_next; and the shard file names.
-    """
-    counts = dict(examples=0, tokens=0, candidates=0, masked=0, not_next=0)
-    parts = []
-    writer, in_shard = None, 0
+def shard_lengths(path):
+    """``(seq_len, max_predictions)`` of a shard's examples, from its first record; None when it has none."""
     try:
-        for features, labels in batches:
-            original = features["token_ids"].copy()
-            weights = labels["masked_weights"]
-            rows, slots = np.nonzero(weights > 0)
-            original[rows, features["masked_positions"][rows, slots]] = labels["masked_ids"][rows, slots]
-            real = features["padding_mask"] > 0
-            counts["tokens"] += int(real.sum())
-            counts["candidates"] += int((real & ~np.isin(original, list(special_ids))).sum())
-            counts["masked"] += int(weights.sum())
-            counts["not_next"] += int(labels["next_sentence_label"].sum())
-            for record in _examples(features, labels):
-                if writer is None:
-                    parts.append(os.path.join(folder, f".part-{len(parts):05d}"))
-                    writer = tf.io.TFRecordWriter(parts[-1])
-                writer.write(record)
-                in_shard += 1
-                counts["examples"] += 1
-                if in_shard == examples_per_shard:
-                    writer.close()
-                    writer, in_shard = None, 0
-                    if progress:
-                        progress(dict(counts, shards=len(parts)))
-    finally:
-        if writer is not None:
-            writer.close()
-    if in_shard and progress:
-        progress(dict(counts, shards=len(parts)))
-    names = [shard_name(i, len(parts)) for i in range(len(parts))]
-    for part, name in zip(parts, names):
-        os.replace(part, os.path.join(folder, name))
-    return dict(counts, shards=len(parts), files=names)
+        records = list(tf.data.TFRecordDataset(path, compression_type=_compression(path)).take(1))
+    except tf.errors.OpError as e:
+        raise DataError(f"{path}: not a readable TFRecord file ({_first_line(e)})") from None
+    if not records:
+        return None
+    try:
+        feature = tf.train.Example.FromString(records[0].numpy()).features.feature
+    except Exception:  # noqa: BLE001 - protobuf's DecodeError
+        raise DataError(f"{path}: its records are not tf.train.Example protos") from None
+    names = _names(set(feature))
+    ids, positions = feature.get(names["input_ids"]), feature.get(names["masked_lm_positions"])
+    if ids is None or positions is None:
+        raise DataError(f"{path}: examples have no {names['input_ids']} or {names['masked_lm_positions']} feature; "
+                        "expected Google's pre-training features")
+    return len(ids.int64_list.value), len(positions.int64_list.value)
+
+
+def phase_shards(files, seq_len, max_predictions, what="pre-training files"):
+    """The shards among ``files`` whose examples are ``seq_len`` tokens with ``max_predictions``
+    masked-LM slots, in order; none is a one-line `DataError` saying what the shards hold."""
+    lengths = {path: shard_lengths(path) for path in files}
+    chosen = [path for path in files if lengths[path] == (seq_len, max_predictions)]
+    if not chosen:
+        held = collections.Counter(v for v in lengths.values() if v)
+        found = ", ".join(f"{n} of {length} tokens with {slots}" for (length, slots), n in sorted(held.items()))
+        raise DataError(f"{what}: no shard holds examples of {seq_len} tokens with {max_predictions} masked-LM "
+                        f"slots; the {len(files)} shard(s) hold {found or 'no examples'}")
+    return chosen

@@ -48,10 +48,12 @@ from bert_keras.training.evaluation import evaluate_in_numpy
 # the window statistics, summed over optimiser steps (loss terms) or micro-batches (counts)
 from bert_keras.training.loop import _STATS, NonFiniteLossError
 from bert_keras.training.optimization import create_optimizer
-from bert_keras.training.pretrain_config import _read_text, check_corpus_files, learning_rate_schedule
+from bert_keras.training.pretrain_config import (_read_text, check_corpus_files, learning_rate_schedule,
+                                                 phase_files)
 from bert_keras.training.pretrain_model import build_pretrainer
 from bert_keras.training.run_files import RunFiles, append_metrics, export_final, metrics_record, truncate_metrics
-from bert_keras.writing import atomic_folder, single_writer, write_text
+from bert_keras.locks import single_writer
+from bert_keras.writing import atomic_folder, write_text
 
 logger = logging.getLogger("bert_keras.training")
 
@@ -304,7 +306,8 @@ class _KerasRun(RunFiles):
         cfg, spec, k = self.cfg, self.spec, self.accumulation
         seq_len, max_pred = cfg.phase_seq_len(phase), cfg.phase_max_predictions(phase)
         micro = cfg.phase_batch_size(phase) // k
-        ds = pretraining_dataset(self.train_files, spec.vocab_path, seq_len=seq_len, max_predictions=max_pred,
+        ds = pretraining_dataset(phase_files(self.train_files, cfg, phase), spec.vocab_path, seq_len=seq_len,
+                                 max_predictions=max_pred,
                                  batch_size=micro, lower_case=spec.lower_case,
                                  whole_word_masking=cfg.whole_word_masking, seed=cfg.seed * 1000 + phase)
         done = self.step - (0 if phase == 1 else cfg.phase1_steps)
@@ -424,7 +427,7 @@ class _KerasRun(RunFiles):
             return
         seq_len, max_pred = cfg.phase_seq_len(phase), cfg.phase_max_predictions(phase)
         eval_ds = pretraining_dataset(
-            self.eval_files, spec.vocab_path, seq_len=seq_len, max_predictions=max_pred,
+            phase_files(self.eval_files, cfg, phase), spec.vocab_path, seq_len=seq_len, max_predictions=max_pred,
             batch_size=cfg.eval_batch_size or max(1, cfg.phase_batch_size(phase) // self.accumulation),
             lower_case=spec.lower_case, whole_word_masking=cfg.whole_word_masking, seed=12345 + phase)
         self.evals[f"phase{phase}"] = dict(evaluate_in_numpy(self.model, eval_ds, cfg.eval_batches),

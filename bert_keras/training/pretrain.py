@@ -99,12 +99,13 @@ from bert_keras.training.loop import (_STATS, NonFiniteLossError, PretrainLoop, 
                                       sparse_softmax_cross_entropy)
 from bert_keras.training.optimization import create_optimizer
 from bert_keras.training.pretrain_config import (MIXED_PRECISION, SCHEDULES, PhasedSchedule, PretrainConfig,
-                                                 _read_text, check_corpus_files, learning_rate_schedule,
+                                                 _read_text, check_corpus_files, learning_rate_schedule, phase_files,
                                                  resolve_path, split_heldout)
 from bert_keras.training.pretrain_model import build_pretrainer
 from bert_keras.training.run_files import (RunFiles, append_metrics, export_final, metrics_record, read_metrics,
                                            truncate_metrics)
-from bert_keras.writing import disk_full_error, is_disk_full, single_writer, write_text
+from bert_keras.locks import single_writer
+from bert_keras.writing import disk_full_error, is_disk_full, write_text
 
 __all__ = ["PretrainConfig", "pretrain", "PretrainLoop", "evaluate_pretrainer", "pretraining_terms",
            "sparse_softmax_cross_entropy", "learning_rate_schedule", "PhasedSchedule", "NonFiniteLossError",
@@ -296,7 +297,7 @@ class _Run(RunFiles):
             raise BertKerasError(f"phase {phase}: micro-batch {micro_global} is not divisible by "
                                  f"{strategy.num_replicas_in_sync} replicas")
         done = self.step - (0 if phase == 1 else cfg.phase1_steps)
-        spec, train_files = self.spec, self.train_files
+        spec, train_files = self.spec, phase_files(self.train_files, cfg, phase)
 
         def dataset_fn(input_context):
             ds = pretraining_dataset(
@@ -396,7 +397,7 @@ class _Run(RunFiles):
             return
         seq_len, max_pred = cfg.phase_seq_len(phase), cfg.phase_max_predictions(phase)
         eval_ds = pretraining_dataset(
-            self.eval_files, spec.vocab_path, seq_len=seq_len, max_predictions=max_pred,
+            phase_files(self.eval_files, cfg, phase), spec.vocab_path, seq_len=seq_len, max_predictions=max_pred,
             batch_size=cfg.eval_batch_size or max(1, cfg.phase_batch_size(phase) // cfg.phase_accumulation(phase)),
             lower_case=spec.lower_case, whole_word_masking=cfg.whole_word_masking, seed=12345 + phase)
         self.evals[f"phase{phase}"] = dict(

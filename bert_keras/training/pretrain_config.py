@@ -227,9 +227,9 @@ class PretrainConfig:
 def check_corpus_files(cfg: PretrainConfig) -> None:
     """Before anything trains: every training file, and the evaluation files a phase will read,
     exist and are UTF-8 text (one line naming the first that is not); Google-format TFRecord
-    shards are checked when their dataset is built, not as text."""
+    shards instead hold examples of every trained phase's length (`phase_files`)."""
     from bert_keras.data.corpus import resolve_files
-    from bert_keras.data.tfrecords import is_tfrecord_file
+    from bert_keras.data.tfrecords import split_kinds
     from bert_keras.data.utf8 import check_utf8_text
 
     groups = [("train_files", cfg.train_files)] if cfg.train_files and cfg.total_steps else []
@@ -237,11 +237,32 @@ def check_corpus_files(cfg: PretrainConfig) -> None:
         groups.append(("eval_files", cfg.eval_files))
     for name, files in groups:
         try:
-            for path in resolve_files(_file_list(files)):  # sample:NAME fetched first
-                if not is_tfrecord_file(path):
+            paths = resolve_files(_file_list(files))  # sample:NAME fetched first
+            if not split_kinds(paths):
+                for path in paths:
                     check_utf8_text(path)
+                continue
+            if name == "train_files" and cfg.heldout_every:
+                raise BertKerasError(f"heldout_every {cfg.heldout_every}: holds out documents of text, and "
+                                     "train_files are TFRecord shards; give held-out shards as eval_files")
+            for phase in (1, 2):
+                if cfg.phase1_steps if phase == 1 else cfg.phase2_steps:
+                    phase_files(paths, cfg, phase)
         except BertKerasError as e:
             raise type(e)(f"{name}: {e}") from None
+
+
+def phase_files(files, cfg: PretrainConfig, phase: int):
+    """What a phase reads of ``files``: text files as given; of Google-format shards, those whose
+    examples have the phase's length and masked-LM slots (one folder may hold both phases')."""
+    from bert_keras.data import tfrecords
+    from bert_keras.data.corpus import resolve_files
+
+    paths = resolve_files(_file_list(files))
+    if not tfrecords.split_kinds(paths):
+        return files
+    return tfrecords.phase_shards(paths, cfg.phase_seq_len(phase), cfg.phase_max_predictions(phase),
+                                  what=f"phase {phase}")
 
 
 # =========================================================================== schedule
