@@ -223,6 +223,11 @@ def test_cli_pretrain_on_jax_says_so_first_and_tensorflow_refuses_its_folder(dat
                           timeout=600)
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr[-2000:]
     assert "holds checkpoints of the JAX runner" in proc.stderr
+    # a PyTorch shell trains on PyTorch (one device, said first), not silently on TensorFlow
+    args[args.index("--model-dir") + 1] = str(tmp_path / "run-torch")
+    proc = subprocess.run(args, capture_output=True, text=True, env=_environment(KERAS_BACKEND="torch"), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.splitlines()[0] == "backend: torch, one device, 1 replica(s) on cpu", proc.stdout
 
 
 ON_TORCH = """
@@ -339,3 +344,35 @@ def test_sigterm_saves_a_checkpoint_and_stops_with_the_line_to_resume(data, tmp_
     capsys.readouterr()
     result = pretrain(_config(data, run, phase1_steps=6))
     assert "at step 3" in capsys.readouterr().out and result["trained_steps"] == 3
+
+
+TF_RUN = """
+import json, sys
+from bert_keras.training.pretrain import PretrainConfig, pretrain, read_metrics
+values = json.loads(sys.argv[1])
+pretrain(PretrainConfig.from_dict(values))
+print("losses:", json.dumps([r["loss"] for r in read_metrics(values["model_dir"] + "/metrics.jsonl")[0]]))
+"""
+
+
+def test_accumulation_is_the_loss_of_one_k_times_larger_batch_as_on_tensorflow(data, tmp_path):
+    # the same initial weights on both backends (their random generators differ), dropout 0
+    init = tmp_path / "init"
+    enc = bk.BertEncoder(bk.BertConfig.preset("tiny", vocab_size=len(VOCAB), dropout=0.0, attention_dropout=0.0))
+    bk.save_checkpoint(bk.BertPretrainer(enc), str(init), vocab_path=str(data / "vocab.txt"))
+    values = dict(_config(data, tmp_path / "tf", phase1_steps=4, gradient_accumulation_steps=2, batch_size=8,
+                          warmup_steps=0).to_dict(), init=str(init), preset=None, vocab=None)
+    proc = subprocess.run([sys.executable, "-c", TF_RUN, json.dumps(values)], capture_output=True, text=True,
+                          env=_environment(KERAS_BACKEND="tensorflow"), timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    on_tf = json.loads(proc.stdout.split("losses:")[-1])
+    pretrain(PretrainConfig.from_dict(dict(values, model_dir=str(tmp_path / "jax"))))
+    on_jax = [r["loss"] for r in read_metrics(str(tmp_path / "jax" / "metrics.jsonl"))[0]]
+    counts = []  # the two micro-batches of a step hold different numbers of MLM targets
+    ds = bk.data.pretraining_dataset(str(data / "corpus.txt"), str(data / "vocab.txt"), seq_len=16,
+                                     max_predictions=3, batch_size=4, seed=values["seed"] * 1000 + 1)
+    for (_, labels), _ in zip(ds, range(8)):
+        counts.append(int(np.sum(labels["masked_weights"])))
+    assert any(a != b for a, b in zip(counts[::2], counts[1::2])), counts
+    difference = np.abs(np.subtract(on_jax, on_tf)) / np.abs(on_tf)
+    assert len(on_jax) == 4 and difference.max() < 1e-4, (on_tf, on_jax)  # measured

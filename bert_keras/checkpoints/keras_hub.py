@@ -33,8 +33,9 @@ VOCABULARY = os.path.join("assets", "tokenizer", "vocabulary.txt")
 METADATA = "metadata.json"
 _BACKBONE = "keras_hub>BertBackbone"
 # the keras-hub tasks whose head maps onto one of ours
-_TASK_HEADS = {"keras_hub>BertTextClassifier": "classification"}
-_HF_ARCHITECTURE = {_BACKBONE: "BertModel", "keras_hub>BertTextClassifier": "BertForSequenceClassification"}
+_TASK_HEADS = {"keras_hub>BertTextClassifier": "classification", "keras_hub>BertMaskedLM": "pretraining"}
+_HF_ARCHITECTURE = {_BACKBONE: "BertModel", "keras_hub>BertTextClassifier": "BertForSequenceClassification",
+                    "keras_hub>BertMaskedLM": "BertForMaskedLM"}
 
 
 def _json(path):
@@ -146,6 +147,23 @@ def _backbone_tensors(layers, num_layers, where):
     return out
 
 
+def _head_tensors(head, where):
+    """A task's head in ``task.weights.h5`` under Hugging Face's names: the classifier's ``logits``,
+    or the masked-LM head (dense + LayerNorm + output bias; its decoder is the word embeddings)."""
+    if "logits" in head:
+        v = _var(head["logits"], where)
+        return {"classifier.weight": (v["0"], "t"), "classifier.bias": (v["1"], "copy")}
+    if "mlm_head" in head:
+        group = head["mlm_head"]
+        dense, norm = _var(group, where, "_intermediate_dense"), _var(group, where, "_intermediate_layer_norm")
+        return {"cls.predictions.transform.dense.weight": (dense["0"], "t"),
+                "cls.predictions.transform.dense.bias": (dense["1"], "copy"),
+                "cls.predictions.transform.LayerNorm.weight": (norm["0"], "copy"),
+                "cls.predictions.transform.LayerNorm.bias": (norm["1"], "copy"),
+                "cls.predictions.bias": (_var(group, where)["0"], "copy")}
+    return {}
+
+
 def open_preset(folder):
     """A keras-hub preset as a `formats.RawCheckpoint` under Hugging Face's names."""
     import h5py
@@ -171,10 +189,14 @@ def open_preset(folder):
                 head = _layers(h5py.File(task_file, "r"), task_file)
             except OSError as e:
                 raise CheckpointError(f"{task_file}: not a readable HDF5 weights file ({e})") from None
-            if "logits" in head:
-                v = _var(head["logits"], task_file)
-                tensors.update({"classifier.weight": (v["0"], "t"), "classifier.bias": (v["1"], "copy")})
-                sources.update({"classifier.weight": task_file, "classifier.bias": task_file})
+            found = _head_tensors(head, task_file)
+            tensors.update(found)
+            sources.update({n: task_file for n in found})
+            if name == "keras_hub>BertMaskedLM" and found:
+                # keras-hub's MaskedLMHead: exact GELU and LayerNorm epsilon 1e-5; ours computes the encoder's
+                warnings.warn(f"{config_path}: keras-hub's masked-LM head computes exact GELU with LayerNorm "
+                              "epsilon 1e-5; read here it computes this encoder's (gelu_approximate, 1e-12), as "
+                              "Hugging Face's head does: logits within about 1e-3", stacklevel=3)
     elif name != _BACKBONE:
         warnings.warn(f"{config_path}: a keras-hub {name.split('>')[-1]} preset: its encoder is read, its task "
                       "head is not (it has no counterpart here)", stacklevel=3)

@@ -163,10 +163,12 @@ def main(argv=None) -> int:
     # Level 3 also hides the C++ "failed call to cuInit" line on machines without a GPU.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "0" if debug else "3")
     # Exports trace the model with TensorFlow: they run on TensorFlow's Keras backend whatever
-    # KERAS_BACKEND says (a JAX or PyTorch user's shell).  Pre-training runs on JAX when
-    # KERAS_BACKEND=jax (keras.distribution.DataParallel), else on TensorFlow (tf.distribute).
+    # KERAS_BACKEND says (a JAX or PyTorch user's shell).  Pre-training runs on the backend
+    # KERAS_BACKEND names (jax: keras.distribution.DataParallel; torch: one device, said in its
+    # first line), else on TensorFlow (tf.distribute), whatever keras.json says.
     words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
-    forced = words[:1] == ["export"] or (words[:1] == ["pretrain"] and os.environ.get("KERAS_BACKEND") != "jax")
+    forced = words[:1] == ["export"] or (words[:1] == ["pretrain"]
+                                         and os.environ.get("KERAS_BACKEND") not in ("jax", "torch"))
     if forced and "keras" not in sys.modules:
         os.environ["KERAS_BACKEND"] = "tensorflow"
     if not debug:

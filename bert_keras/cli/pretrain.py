@@ -12,9 +12,10 @@ that fine-tuning and bk.load_checkpoint read.
 
 It runs on TensorFlow (tf.distribute) unless KERAS_BACKEND=jax: then on JAX, data-parallel
 over the local devices (keras.distribution.DataParallel; --strategy auto/mirrored: all of
-them, cpu/gpu: the first one), with its own checkpoints (checkpoints/step-N/; a run is
-resumed on the backend that started it).  The first line of output names the backend and
-the devices.
+them, cpu/gpu: the first one), with its own checkpoints (checkpoints/step-N/, which a run
+on PyTorch reads too); KERAS_BACKEND=torch: on PyTorch, one device.  A run resumes on the
+backend family that started it (TensorFlow, or JAX/PyTorch).  The first line of output
+names the backend and the devices.
 
 examples:
   # the CPU recipe (~34 min on 2 shared cores): BERT-tiny on the Wikipedia sample, both phases

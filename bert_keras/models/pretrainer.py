@@ -28,7 +28,9 @@ class BertPretrainer(InMemoryPredict):
     ``(features, labels)`` from `bert_keras.data.pretraining_dataset`, labels being
     ``masked_ids`` [B, P], ``masked_weights`` [B, P] and ``next_sentence_label`` [B]:
     loss = weighted mean MLM cross-entropy over real targets + mean NSP
-    cross-entropy; metrics ``mlm_accuracy``, ``nsp_accuracy``, ``mlm_loss``, ``nsp_loss``.  On
+    cross-entropy (an optional label ``mlm_denominator`` [B] replaces the MLM target
+    count: what gradient accumulation over micro-batches of unequal counts needs);
+    metrics ``mlm_accuracy``, ``nsp_accuracy``, ``mlm_loss``, ``nsp_loss``.  On
     TensorFlow, where the encoder's ``kernels`` allow it (`fused.use_fused`: not inside a
     ``jit_compile=True`` step), the MLM cross-entropy is `cross_entropy.sparse_softmax_cross_entropy`.
 
@@ -80,8 +82,15 @@ class BertPretrainer(InMemoryPredict):
         else:
             mlm_ce = keras.losses.sparse_categorical_crossentropy(
                 y["masked_ids"], y_pred["mlm_logits"], from_logits=True)
-        # Google's normalisation: sum over real targets / (count + 1e-5).
-        mlm_loss = ops.sum(mlm_ce * weights) / (ops.sum(weights) + 1e-5)
+        # Google's normalisation: sum over real targets / (count + 1e-5).  With gradient
+        # accumulation over k micro-batches, ``mlm_denominator`` (per sequence, all equal) is
+        # (total count of the k + 1e-5) / k: the mean of the k gradients is then the gradient
+        # of one k-times larger batch, whatever each micro-batch's own count.
+        if isinstance(y, dict) and "mlm_denominator" in y:
+            denominator = ops.mean(ops.cast(y["mlm_denominator"], "float32"))
+        else:
+            denominator = ops.sum(weights) + 1e-5
+        mlm_loss = ops.sum(mlm_ce * weights) / denominator
         nsp_loss = ops.mean(keras.losses.sparse_categorical_crossentropy(
             y["next_sentence_label"], y_pred["nsp_logits"], from_logits=True))
         self.mlm_loss.update_state(mlm_loss)

@@ -337,8 +337,13 @@ class _KerasRun(RunFiles):
         """One optimiser step (k micro-batches), then its log and checkpoint."""
         cfg, k = self.cfg, self.accumulation
         stats = np.zeros(len(_STATS))
-        for _ in range(k):
-            features, labels = next(batches)
+        micro_batches = [next(batches) for _ in range(k)]
+        # the loss of one k-times larger batch: every micro-batch's MLM sum over the k's total count
+        total = sum(float(np.sum(labels["masked_weights"])) for _, labels in micro_batches) + 1e-5
+        for features, labels in micro_batches:
+            if k > 1:
+                labels = dict(labels, mlm_denominator=np.full(len(labels["next_sentence_label"]), total / k,
+                                                              "float32"))
             logs = self.model.train_on_batch(features, labels, return_dict=True)
             mlm_count = float(np.sum(labels["masked_weights"]))
             nsp_count = float(len(labels["next_sentence_label"]))
