@@ -361,8 +361,8 @@ def test_accumulation_is_the_loss_of_one_k_times_larger_batch_as_on_tensorflow(d
     enc = bk.BertEncoder(bk.BertConfig.preset("tiny", vocab_size=len(VOCAB), dropout=0.0, attention_dropout=0.0))
     bk.save_checkpoint(bk.BertPretrainer(enc), str(init), vocab_path=str(data / "vocab.txt"))
     values = dict(_config(data, tmp_path / "tf", phase1_steps=4, gradient_accumulation_steps=2, batch_size=8,
-                          warmup_steps=0, phase1_seq_len=64, phase1_max_predictions=10).to_dict(),
-                  init=str(init), preset=None, vocab=None)
+                          warmup_steps=0, phase1_seq_len=64, phase1_max_predictions=10, eval_batches=2,
+                          eval_files=str(data / "corpus.txt")).to_dict(), init=str(init), preset=None, vocab=None)
     proc = subprocess.run([sys.executable, "-c", TF_RUN, json.dumps(values)], capture_output=True, text=True,
                           env=_environment(KERAS_BACKEND="tensorflow"), timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -379,6 +379,11 @@ def test_accumulation_is_the_loss_of_one_k_times_larger_batch_as_on_tensorflow(d
     print(f"\nk=2, JAX vs TensorFlow: largest relative loss difference {difference.max():.1e}; counts {counts}")
     # measured 1.4e-7 (5.6e-4 when each micro-batch was normalised by its own count)
     assert len(on_jax) == 4 and difference.max() < 2e-6, (on_tf, on_jax)
+    # one held-out evaluation: the same keys (the 80/10/10 split included) and values on both
+    evals = [json.loads((tmp_path / run / "eval.json").read_text())["phase1"] for run in ("tf", "jax")]
+    assert evals[0].keys() == evals[1].keys() and "mlm_accuracy_at_mask" in evals[1]
+    gap = max(abs(evals[0][k] - evals[1][k]) for k in evals[0] if isinstance(evals[0][k], float))
+    assert gap < 2e-7, evals  # measured 2.1e-8
 
 
 def test_a_jax_run_resumes_on_pytorch_and_continues_as_if_never_interrupted(data, tmp_path, monkeypatch):

@@ -6,11 +6,10 @@ import numpy as np
 import tensorflow as tf
 
 from bert_keras.errors import BertKerasError
-from bert_keras.training.loop import pretraining_terms
 
 
 def evaluate_pretrainer(model, dataset, batches, mask_id=None):
-    """Held-out MLM/NSP accuracy and loss over ``batches`` batches (dropout off).
+    """Held-out MLM/NSP accuracy and loss over ``batches`` batches (dropout off), on any backend.
 
     Also returns the trivial baselines: ``baseline_mlm_accuracy`` (always
     predicting the most frequent target token of these batches, an upper bound
@@ -26,44 +25,85 @@ def evaluate_pretrainer(model, dataset, batches, mask_id=None):
     plateau copies the kept 10% and predicts the most frequent token elsewhere:
     its overall accuracy looks like ``0.1 + baseline`` while
     ``mlm_accuracy_at_mask`` stays at the baseline.
-    """
-    @tf.function
-    def forward(features, labels):
-        outputs = model(features, training=False)
-        predicted = tf.argmax(tf.cast(outputs["mlm_logits"], tf.float32), -1, output_type=tf.int32)
-        return pretraining_terms(labels, outputs), predicted
 
-    sums = {}
-    target_counts = {}
-    nsp_labels = []
+    Args:
+      model: a `BertPretrainer` (or any callable giving ``mlm_logits`` and ``nsp_logits``).
+      dataset: a `tf.data.Dataset` or an iterable of ``(features, labels)``.
+      batches: how many batches to read.
+      mask_id: the id of ``[MASK]`` (None: no 80/10/10 split).
+    """
+    forward = _forward(model)
+    sums = dict.fromkeys(("mlm_sum", "mlm_count", "mlm_correct", "nsp_sum", "nsp_count", "nsp_correct"), 0.0)
+    targets_seen, nsp_labels = [], []
     split = {"mask": [0, 0], "kept": [0, 0], "random": [0, 0]}  # [correct, count]
-    for i, (features, labels) in enumerate(dataset):
+    for i, (features, labels) in enumerate(_numpy_batches(dataset)):
         if i >= batches:
             break
-        terms, predicted = forward(features, labels)
-        for k, v in terms.items():
-            sums[k] = sums.get(k, 0.0) + float(v)
-        real = labels["masked_weights"].numpy() > 0
-        targets = labels["masked_ids"].numpy()
-        for token, count in zip(*np.unique(targets[real], return_counts=True)):
-            target_counts[int(token)] = target_counts.get(int(token), 0) + int(count)
-        nsp_labels.append(labels["next_sentence_label"].numpy())
+        out = forward(features)
+        ids, weights = labels["masked_ids"].astype(np.int64), labels["masked_weights"].astype(np.float64)
+        ce, predicted = _cross_entropy(np.asarray(out["mlm_logits"], np.float32), ids)
+        nsp_ce, nsp_predicted = _cross_entropy(np.asarray(out["nsp_logits"], np.float32),
+                                               labels["next_sentence_label"].astype(np.int64))
+        nsp_label = labels["next_sentence_label"]
+        hit = predicted == ids
+        sums["mlm_sum"] += float(np.sum(ce * weights))
+        sums["mlm_count"] += float(weights.sum())
+        sums["mlm_correct"] += float(np.sum(hit * weights))
+        sums["nsp_sum"] += float(np.sum(nsp_ce))
+        sums["nsp_count"] += float(len(nsp_label))
+        sums["nsp_correct"] += float(np.sum(nsp_predicted == nsp_label))
+        real = weights > 0
+        targets_seen.append(ids[real])
+        nsp_labels.append(nsp_label)
         if mask_id is not None:
-            shown = np.take_along_axis(features["token_ids"].numpy(), features["masked_positions"].numpy(), 1)
-            hit = predicted.numpy() == targets
-            for name, where in (("mask", shown == mask_id), ("kept", shown == targets),
-                                ("random", (shown != mask_id) & (shown != targets))):
+            shown = np.take_along_axis(features["token_ids"], features["masked_positions"], 1)
+            for name, where in (("mask", shown == mask_id), ("kept", shown == ids),
+                                ("random", (shown != mask_id) & (shown != ids))):
                 split[name][0] += int(np.sum(hit & where & real))
                 split[name][1] += int(np.sum(where & real))
-    if not sums:
+    if not sums["nsp_count"] or not sums["mlm_count"]:
         raise BertKerasError("held-out data gave no batch to evaluate")
-    nsp_labels = np.concatenate(nsp_labels)
-    result = summary(sums, np.array(list(target_counts.values()), dtype=np.float64), nsp_labels)
+    _, counts = np.unique(np.concatenate(targets_seen), return_counts=True)
+    result = summary(sums, counts.astype(np.float64), np.concatenate(nsp_labels))
     if mask_id is not None:
         for name, (correct, count) in split.items():
             result[f"mlm_accuracy_at_{name}"] = correct / count if count else float("nan")
             result[f"mlm_targets_at_{name}"] = count
     return result
+
+
+def _forward(model):
+    """``features -> {name: numpy}``: the model with dropout off, compiled on its backend
+    (a `tf.function` on TensorFlow, Keras' predict step elsewhere)."""
+    import keras
+
+    if keras.backend.backend() == "tensorflow" or not hasattr(model, "predict_on_batch"):
+        fn = tf.function(lambda features: model(features, training=False))
+        return lambda features: {k: np.asarray(v) for k, v in fn(features).items()}
+    return lambda features: {k: np.asarray(keras.ops.convert_to_numpy(v))
+                             for k, v in model.predict_on_batch(features).items()}
+
+
+def _numpy_batches(dataset):
+    if isinstance(dataset, tf.data.Dataset):
+        yield from dataset.as_numpy_iterator()
+        return
+    for features, labels in dataset:
+        yield ({k: np.asarray(v) for k, v in features.items()}, {k: np.asarray(v) for k, v in labels.items()})
+
+
+def _cross_entropy(logits, ids, rows=4096):
+    """Per-target cross-entropy (float64) and argmax of float32 ``logits`` [..., V], a few
+    thousand rows at a time (the logits of a large batch at 512 tokens are gigabytes)."""
+    flat, targets = logits.reshape(-1, logits.shape[-1]), ids.reshape(-1)
+    ce, top = np.empty(len(flat), np.float64), np.empty(len(flat), np.int64)
+    for start in range(0, len(flat), rows):
+        x = flat[start:start + rows]
+        peak = x.max(-1, keepdims=True)
+        log_total = np.log(np.exp(x - peak).sum(-1, dtype=np.float64)) + peak[:, 0]
+        ce[start:start + rows] = log_total - x[np.arange(len(x)), targets[start:start + rows]]
+        top[start:start + rows] = x.argmax(-1)
+    return ce.reshape(ids.shape), top.reshape(ids.shape)
 
 
 def summary(sums, target_counts, nsp_labels) -> dict:
@@ -83,35 +123,3 @@ def summary(sums, target_counts, nsp_labels) -> dict:
         "mlm_targets": int(sums["mlm_count"]),
         "sequences": int(sums["nsp_count"]),
     }
-
-
-def _log_softmax(logits):
-    shifted = logits - logits.max(-1, keepdims=True)
-    return shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
-
-
-def evaluate_in_numpy(model, dataset, batches):
-    """Held-out MLM/NSP loss and accuracy (dropout off) over ``batches`` batches, in numpy: the
-    main keys of `evaluate_pretrainer` (whose forward pass is a tf.function), on any Keras backend."""
-    sums = dict.fromkeys(("mlm_sum", "mlm_count", "mlm_correct", "nsp_sum", "nsp_count", "nsp_correct"), 0.0)
-    targets_seen, nsp_labels = [], []
-    for i, (features, labels) in enumerate(dataset.as_numpy_iterator()):
-        if i >= batches:
-            break
-        out = model.predict_on_batch(features)
-        mlm = _log_softmax(np.asarray(out["mlm_logits"], np.float64))
-        nsp = _log_softmax(np.asarray(out["nsp_logits"], np.float64))
-        ids, weights = labels["masked_ids"], labels["masked_weights"].astype(np.float64)
-        nsp_label = labels["next_sentence_label"]
-        sums["mlm_sum"] -= float(np.sum(np.take_along_axis(mlm, ids[..., None], -1)[..., 0] * weights))
-        sums["mlm_count"] += float(weights.sum())
-        sums["mlm_correct"] += float(np.sum((mlm.argmax(-1) == ids) * weights))
-        sums["nsp_sum"] -= float(np.sum(np.take_along_axis(nsp, nsp_label[:, None], -1)))
-        sums["nsp_count"] += float(len(nsp_label))
-        sums["nsp_correct"] += float(np.sum(nsp.argmax(-1) == nsp_label))
-        targets_seen.append(ids[weights > 0])
-        nsp_labels.append(nsp_label)
-    if not sums["nsp_count"] or not sums["mlm_count"]:
-        raise BertKerasError("held-out data gave no batch to evaluate")
-    _, counts = np.unique(np.concatenate(targets_seen), return_counts=True)
-    return summary(sums, counts.astype(np.float64), np.concatenate(nsp_labels))

@@ -44,7 +44,7 @@ import numpy as np
 from bert_keras.errors import BertKerasError
 from bert_keras.progress import Progress  # Keras' bar on a terminal, plain lines in a log
 from bert_keras.training import checkpoint_files
-from bert_keras.training.evaluation import evaluate_in_numpy
+from bert_keras.training.evaluation import evaluate_pretrainer
 # the window statistics, summed over optimiser steps (loss terms) or micro-batches (counts)
 from bert_keras.training.loop import _STATS, NonFiniteLossError
 from bert_keras.training.optimization import create_optimizer
@@ -435,8 +435,9 @@ class _KerasRun(RunFiles):
             phase_files(self.eval_files, cfg, phase), spec.vocab_path, seq_len=seq_len, max_predictions=max_pred,
             batch_size=cfg.eval_batch_size or max(1, cfg.phase_batch_size(phase) // self.accumulation),
             lower_case=spec.lower_case, whole_word_masking=cfg.whole_word_masking, seed=12345 + phase)
-        self.evals[f"phase{phase}"] = dict(evaluate_in_numpy(self.model, eval_ds, cfg.eval_batches),
-                                           step=self.step, seq_len=seq_len, max_predictions=max_pred)
+        self.evals[f"phase{phase}"] = dict(
+            evaluate_pretrainer(self.model, eval_ds, cfg.eval_batches, mask_id=self.mask_id),
+            step=self.step, seq_len=seq_len, max_predictions=max_pred)
         write_text(self.eval_path, json.dumps(self.evals, indent=2))
         self.say(f"held-out phase {phase}: " + ", ".join(
             f"{k} {v:.4f}" for k, v in self.evals[f"phase{phase}"].items() if isinstance(v, float)))
