@@ -42,6 +42,10 @@ examples:
   TF_CONFIG='{"cluster":{"worker":["h1:2222","h2:2222"]},"task":{"type":"worker","index":0}}' \\
       bert-keras pretrain --config training/pretrain_mini_wiki.yaml --strategy multiworker ...
 
+  # two hosts on JAX: run on each machine with its own process id
+  KERAS_BACKEND=jax KERAS_DISTRIBUTION_JOB_ADDRESSES=h1:1234,h2:1234 KERAS_DISTRIBUTION_NUM_PROCESSES=2 \\
+      KERAS_DISTRIBUTION_PROCESS_ID=0 bert-keras pretrain --config training/pretrain_mini_wiki.yaml ...
+
 outputs in MODEL_DIR: checkpoints/ (resumable), metrics.jsonl, tensorboard/,
 eval.json (held-out MLM/NSP accuracy and trivial baselines), final/.
 """

@@ -8,7 +8,7 @@ import tensorflow as tf
 from bert_keras.errors import BertKerasError
 
 
-def evaluate_pretrainer(model, dataset, batches, mask_id=None):
+def evaluate_pretrainer(model, dataset, batches, mask_id=None, forward=None):
     """Held-out MLM/NSP accuracy and loss over ``batches`` batches (dropout off), on any backend.
 
     Also returns the trivial baselines: ``baseline_mlm_accuracy`` (always
@@ -31,8 +31,10 @@ def evaluate_pretrainer(model, dataset, batches, mask_id=None):
       dataset: a `tf.data.Dataset` or an iterable of ``(features, labels)``.
       batches: how many batches to read.
       mask_id: the id of ``[MASK]`` (None: no 80/10/10 split).
+      forward: ``features -> {name: numpy}`` in place of the model's own compiled forward pass
+        (a job of several processes gathers the outputs of each one's share).
     """
-    forward = _forward(model)
+    forward = forward or _forward(model)
     sums = dict.fromkeys(("mlm_sum", "mlm_count", "mlm_correct", "nsp_sum", "nsp_count", "nsp_correct"), 0.0)
     targets_seen, nsp_labels = [], []
     split = {"mask": [0, 0], "kept": [0, 0], "random": [0, 0]}  # [correct, count]

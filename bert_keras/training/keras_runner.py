@@ -1,27 +1,26 @@
-"""The two-phase pre-training runner on Keras' own training step: JAX on all local devices.
+"""The two-phase pre-training runner on Keras' own training step: JAX (every device of every host)
+and PyTorch (one device).
 
-`bert_keras.training.pretrain.pretrain` hands a run to this module when Keras runs on
-JAX (or on PyTorch: one device, no keras.distribution).  It does what the tf.distribute runner does (the phases, the same data stream per
-(seed, phase), resume after a kill, checkpoints every ``checkpoint_every`` steps and at
-phase ends, ``metrics.jsonl``, gradient accumulation, ``init`` from a checkpoint, held-out
-evaluation after each phase, ``final/`` written with `save_checkpoint`), with Keras'
-backend-neutral pieces:
+`bert_keras.training.pretrain.pretrain` hands a run to this module when Keras runs on JAX or
+PyTorch.  It does what the tf.distribute runner does (the phases, the same data stream per
+(seed, phase), resume after a kill, checkpoints every ``checkpoint_every`` steps and at phase
+ends, ``metrics.jsonl``, gradient accumulation as one k-times larger batch, ``init`` from a
+checkpoint, held-out evaluation after each phase, ``final/`` written with `save_checkpoint`),
+with Keras' backend-neutral pieces:
 
-* devices: ``keras.distribution.DataParallel`` over the devices ``strategy`` names
-  (``auto``/``mirrored``: every local device of the default platform; ``cpu``/``gpu``: the
-  first such device; ``tpu``: every TPU core).  The global batch ``batch_size`` is split
-  across them; the loss and its gradient are those of the whole global batch (one SPMD
-  program), so the global-norm clip is the true global norm.
+* devices (`devices`): ``keras.distribution.DataParallel`` over the devices ``strategy`` names
+  (``auto``/``mirrored``: every device of the default platform; ``cpu``/``gpu``: the first
+  such device; ``tpu``: every TPU core), on every process of a job of several hosts
+  (`devices.join_processes`).  The loss and its gradient are those of the whole global batch
+  (one SPMD program), so the global-norm clip is the true global norm.
+* several hosts: every process reads the whole global batch (the same stream, so the job
+  equals a one-process run) and feeds its share; process 0 writes ``model_dir``.
 * one optimiser step: ``compile()`` once, then ``train_on_batch`` on each micro-batch of the
   phase's `pretraining_dataset` (read as numpy); with ``gradient_accumulation_steps`` k the
-  optimiser's own ``gradient_accumulation_steps`` applies the mean of k micro-batch
-  gradients every k calls (see docs/pretraining.md, "On JAX", for how this differs from the
-  tf.distribute runner).
-* checkpoints: ``model_dir/checkpoints/step-<N>/`` written whole (`atomic_folder`):
-  ``model.npz`` (every model variable, dropout seed states included), ``optimizer.npz``
-  (every optimiser variable: moments, iteration counter, accumulators) and ``state.json``
-  (step, phase, the variables' paths), on PyTorch also ``torch_rng.npz`` (torch's global
-  generator, which dropout draws from there); the last ``keep_checkpoints`` are kept.
+  optimiser applies the mean of the k micro-batch gradients, each micro-batch's MLM sum
+  divided by the k's total target count / k (`BertPretrainer`'s ``mlm_denominator``).
+* checkpoints (`keras_checkpoints`): ``model_dir/checkpoints/step-<N>/`` written whole, the
+  same on JAX and PyTorch; the last ``keep_checkpoints`` are kept.
 
 The data stream of a phase is a deterministic function of (seed, phase): a resumed run
 skips the micro-batches already used and continues as the uninterrupted run would.
@@ -29,10 +28,10 @@ skips the micro-batches already used and continues as the uninterrupted run woul
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
-import re
 import shutil
 import time
 import zipfile
@@ -43,8 +42,9 @@ import numpy as np
 
 from bert_keras.errors import BertKerasError
 from bert_keras.progress import Progress  # Keras' bar on a terminal, plain lines in a log
-from bert_keras.training import checkpoint_files
+from bert_keras.training import checkpoint_files, devices, keras_checkpoints
 from bert_keras.training.evaluation import evaluate_pretrainer
+from bert_keras.training.keras_checkpoints import checkpoint_steps, holds_tensorflow_checkpoints  # noqa: F401
 # the window statistics, summed over optimiser steps (loss terms) or micro-batches (counts)
 from bert_keras.training.loop import _STATS, NonFiniteLossError
 from bert_keras.training.optimization import create_optimizer
@@ -53,11 +53,9 @@ from bert_keras.training.pretrain_config import (_read_text, check_corpus_files,
 from bert_keras.training.pretrain_model import build_pretrainer
 from bert_keras.training.run_files import RunFiles, append_metrics, export_final, metrics_record, truncate_metrics
 from bert_keras.locks import single_writer
-from bert_keras.writing import atomic_folder, write_text
+from bert_keras.writing import write_text
 
 logger = logging.getLogger("bert_keras.training")
-
-STEP_FOLDER = re.compile(r"^step-(\d+)$")
 
 
 class MicroStepSchedule(keras.optimizers.schedules.LearningRateSchedule):
@@ -74,92 +72,6 @@ class MicroStepSchedule(keras.optimizers.schedules.LearningRateSchedule):
         return {"schedule": keras.saving.serialize_keras_object(self.schedule), "steps": self.steps}
 
 
-def checkpoint_steps(ckpt_dir):
-    """The steps of the complete checkpoints in ``ckpt_dir``, oldest first."""
-    if not os.path.isdir(ckpt_dir):
-        return []
-    steps = [int(m.group(1)) for m in map(STEP_FOLDER.match, os.listdir(ckpt_dir))
-             if m and os.path.isfile(os.path.join(ckpt_dir, m.group(0), "state.json"))]
-    return sorted(steps)
-
-
-def holds_tensorflow_checkpoints(ckpt_dir):
-    return os.path.isdir(ckpt_dir) and any(n == "checkpoint" or n.startswith("ckpt-") for n in os.listdir(ckpt_dir))
-
-
-def select_devices(strategy, tpu=None):
-    """The devices (Keras names, e.g. ``cpu:0``) a run uses for ``strategy``: on JAX those of the
-    ``DataParallel``, on PyTorch the one device Keras places tensors on."""
-    from keras import distribution
-
-    if strategy == "multiworker":
-        raise BertKerasError("strategy multiworker is tf.distribute's: on JAX the runner uses this host's "
-                             "devices (strategy auto), or run with KERAS_BACKEND=tensorflow")
-    if keras.backend.backend() == "torch":  # no keras.distribution: Keras' own device
-        if strategy in ("tpu", "mirrored"):
-            raise BertKerasError(f"strategy {strategy}: on PyTorch the runner trains on one device; use strategy "
-                                 "auto, cpu or gpu, or KERAS_BACKEND=jax or tensorflow for several")
-        torch = _backend_module("torch")
-
-        if strategy == "gpu" and not torch.cuda.is_available():
-            raise BertKerasError("strategy gpu: PyTorch sees no GPU on this machine")
-        return ["cuda:0" if torch.cuda.is_available() and strategy != "cpu" else "cpu"]
-    if tpu not in (None, "local"):
-        raise BertKerasError(f"tpu {tpu!r}: on JAX the runner uses the TPU cores attached to this host "
-                             "(tpu local, or leave it out)")
-    kind = {"cpu": "cpu", "gpu": "gpu", "tpu": "tpu"}.get(strategy)
-    try:
-        devices = list(distribution.list_devices(kind))
-    except Exception as e:  # noqa: BLE001 - JAX names a missing platform in many ways
-        why = str(e).splitlines()[0] if str(e) else type(e).__name__
-        raise BertKerasError(f"strategy {strategy}: JAX sees no {kind} device ({why})") from None
-    if not devices:
-        raise BertKerasError(f"strategy {strategy}: JAX sees no {kind or 'local'} device")
-    return devices[:1] if strategy in ("cpu", "gpu") else devices
-
-
-def _backend_module(name):
-    """``jax`` or ``torch``: the array library under Keras' backend in this process (installed with it)."""
-    try:
-        if name == "jax":
-            import jax as module
-        else:
-            import torch as module
-    except ImportError as e:
-        raise BertKerasError(f"Keras' {name} backend needs {name}, which cannot be imported here ({e}); "
-                             f"pip install {name}") from None
-    return module
-
-
-def _commit(variables):
-    """Places uncommitted JAX values on their device: the training step returns committed arrays, and
-    a first call on uncommitted ones would compile the step a second time (measured: 7 s on BERT-tiny)."""
-    jax = _backend_module("jax")
-
-    for v in variables:
-        value = v.value
-        if isinstance(value, jax.Array) and not value.committed:
-            v.assign(jax.device_put(value, value.sharding))
-
-
-def _torch_rng_states():
-    torch = _backend_module("torch")
-
-    states = {"cpu": torch.get_rng_state().numpy()}
-    if torch.cuda.is_available():
-        states.update({f"cuda{i}": s.numpy() for i, s in enumerate(torch.cuda.get_rng_state_all())})
-    return states
-
-
-def _set_torch_rng_states(states):
-    torch = _backend_module("torch")
-
-    torch.set_rng_state(torch.from_numpy(states["cpu"]))
-    cuda = [torch.from_numpy(states[k]) for k in sorted(k for k in states if k.startswith("cuda"))]
-    if cuda and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(cuda)
-
-
 def pretrain_keras(cfg) -> dict:
     """`pretrain` on the JAX or PyTorch backend (see the module docstring); same arguments and result."""
     backend = keras.backend.backend()
@@ -167,7 +79,8 @@ def pretrain_keras(cfg) -> dict:
         raise BertKerasError(f"the Keras pre-training runner runs on JAX or PyTorch, and Keras runs on {backend} "
                              "in this process: use bert_keras.training.pretrain.pretrain")
     run = _KerasRun(cfg)
-    with single_writer(run.model_dir):
+    # process 0 writes model_dir; a second run into it is refused while this one lives
+    with single_writer(run.model_dir) if run.chief else contextlib.nullcontext():
         os.makedirs(run.model_dir, exist_ok=True)
         run.find_checkpoint()  # read again under the lock
         if run.distribution is None:
@@ -202,7 +115,10 @@ class _KerasRun(RunFiles):
                 "optimiser accumulates for both phases (use one value, or KERAS_BACKEND=tensorflow)")
         self.accumulation = accumulations.pop() if accumulations else 1
         self.cfg = cfg
-        self.devices = select_devices(cfg.strategy, cfg.tpu)
+        # several hosts (JAX): every process runs this; process 0 writes model_dir
+        self.process, self.processes = devices.join_processes(cfg.strategy)
+        self.chief = self.process == 0
+        self.devices = devices.select_devices(cfg.strategy, cfg.tpu)
         self.jax = keras.backend.backend() == "jax"
         self.distribution = keras.distribution.DataParallel(devices=self.devices) if self.jax else None
         for p in used:
@@ -222,12 +138,14 @@ class _KerasRun(RunFiles):
         self.latest = None
 
     def say(self, line):
-        print(line, flush=True)
+        if self.chief:
+            print(line, flush=True)
 
     def describe_devices(self):
         kind = "DataParallel" if self.jax else "one device"
+        hosts = f" ({self.processes} processes)" if self.processes > 1 else ""
         return (f"backend: {keras.backend.backend()}, {kind}, {len(self.devices)} replica(s) on "
-                f"{', '.join(self.devices)}")
+                f"{', '.join(self.devices)}{hosts}")
 
     def find_checkpoint(self):
         if holds_tensorflow_checkpoints(self.ckpt_dir):
@@ -241,16 +159,18 @@ class _KerasRun(RunFiles):
         cfg = self.cfg
         self.say(self.describe_devices())
         self.resolve_model()
-        write_text(self.config_path, json.dumps(cfg.to_dict(), indent=2))
+        if self.chief:
+            write_text(self.config_path, json.dumps(cfg.to_dict(), indent=2))
         self.build_state()
         if self.step >= cfg.total_steps:
             return self.finished()
         if self.latest:
             logger.info("resuming from %s (step %d)", self.latest, self.step)
             self.say(f"resuming from {self.latest} at step {self.step}")
-        truncate_metrics(self.metrics_path, self.step)
+        if self.chief:
+            truncate_metrics(self.metrics_path, self.step)
         self.progbar = Progress(cfg.total_steps, stateful_metrics=["loss", "mlm_acc", "nsp_acc", "steps/s"],
-                                verbose=1 if cfg.progress else 0)
+                                verbose=1 if cfg.progress and self.chief else 0)
         self.writer = None
         for phase in (1, 2):
             if self.step < self.phase_end(phase):
@@ -278,9 +198,10 @@ class _KerasRun(RunFiles):
         if self.latest:  # the newest checkpoint that reads; an unreadable one is named and set aside
             self.latest = checkpoint_files.restore_newest(
                 self.checkpoints, self.restore, (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile,
-                                                 zlib.error), lambda folder: [folder], self.say)
+                                                 zlib.error), lambda folder: [folder], self.say,
+                chief=self.chief)
         if self.jax:
-            _commit(self.model.variables + self.optimizer.variables + self.model.metrics_variables)
+            devices.commit_to_devices(self.model.variables + self.optimizer.variables + self.model.metrics_variables)
         self.last_saved = self.step if self.latest else None
         if os.path.exists(self.eval_path):
             self.evals = json.loads(_read_text(self.eval_path))
@@ -323,7 +244,8 @@ class _KerasRun(RunFiles):
         batches = self.phase_batches(phase)
         end = self.phase_end(phase)
         self.window, self.window_steps, self.window_start = np.zeros(len(_STATS)), 0, time.perf_counter()
-        with checkpoint_files.StopOnSigterm() as stop:  # SIGTERM: save, then stop, between steps
+        # SIGTERM: save, then stop, between steps (one process of several cannot stop alone)
+        with checkpoint_files.StopOnSigterm(enabled=self.processes == 1) as stop:
             while self.step < end:
                 self.train_step(batches, phase, end)
                 if stop.requested:
@@ -341,10 +263,11 @@ class _KerasRun(RunFiles):
         # the loss of one k-times larger batch: every micro-batch's MLM sum over the k's total count
         total = sum(float(np.sum(labels["masked_weights"])) for _, labels in micro_batches) + 1e-5
         for features, labels in micro_batches:
-            if k > 1:
-                labels = dict(labels, mlm_denominator=np.full(len(labels["next_sentence_label"]), total / k,
-                                                              "float32"))
-            logs = self.model.train_on_batch(features, labels, return_dict=True)
+            fed = dict(labels, mlm_denominator=np.full(len(labels["next_sentence_label"]), total / k, "float32"))
+            if k == 1:
+                fed.pop("mlm_denominator")
+            # every process reads the whole global batch and feeds its share (the job's is the whole)
+            logs = self.model.train_on_batch(self.local(features), self.local(fed), return_dict=True)
             mlm_count = float(np.sum(labels["masked_weights"]))
             nsp_count = float(len(labels["next_sentence_label"]))
             stats += [logs["loss"] / k, logs["mlm_loss"] / k, logs["nsp_loss"] / k,
@@ -366,10 +289,19 @@ class _KerasRun(RunFiles):
         if self.step % cfg.checkpoint_every == 0 or self.step == end:
             self.save()
 
+    def local(self, batch):
+        """This process's share of a global batch (all of it with one process)."""
+        if self.processes == 1:
+            return batch
+        n = len(next(iter(batch.values())))
+        part = slice(self.process * n // self.processes, (self.process + 1) * n // self.processes)
+        return {key: value[part] for key, value in batch.items()}
+
     def log(self, phase, window, steps, elapsed):
         self.last_log = metrics_record(self.cfg, self.schedule, self.step, phase, window, steps, elapsed)
-        append_metrics(self.metrics_path, self.last_log)
-        self.tensorboard(self.last_log)
+        if self.chief:
+            append_metrics(self.metrics_path, self.last_log)
+            self.tensorboard(self.last_log)
 
     def tensorboard(self, record):
         import tensorflow as tf
@@ -385,43 +317,16 @@ class _KerasRun(RunFiles):
     # ------------------------------------------------------------------ checkpoints
     def save(self):
         folder = os.path.join(self.ckpt_dir, f"step-{self.step}")
-        model_vars, opt_vars = self.model.variables, self.optimizer.variables
-        with atomic_folder(folder, may_replace=lambda _: None) as tmp:
-            for name, variables in (("model.npz", model_vars), ("optimizer.npz", opt_vars)):
-                np.savez(os.path.join(tmp, name),
-                         **{f"v{i:05d}": keras.ops.convert_to_numpy(v.value) for i, v in enumerate(variables)})
-            if not self.jax:  # dropout of an unseeded layer draws from torch's global generator
-                np.savez(os.path.join(tmp, "torch_rng.npz"), **_torch_rng_states())
-            write_text(os.path.join(tmp, "state.json"), json.dumps({
-                "step": self.step, "phase": self.phase, "model_variables": [v.path for v in model_vars],
-                "optimizer_variables": [v.path for v in opt_vars]}, indent=1))
+        if self.chief:
+            keras_checkpoints.write_step(folder, self.step, self.phase, self.model.variables,
+                                         self.optimizer.variables, torch_rng=not self.jax)
+            for old in keras_checkpoints.checkpoint_steps(self.ckpt_dir)[:-self.cfg.keep_checkpoints]:
+                shutil.rmtree(os.path.join(self.ckpt_dir, f"step-{old}"), ignore_errors=True)
         self.last_saved, self.latest = self.step, folder
-        for old in checkpoint_steps(self.ckpt_dir)[:-self.cfg.keep_checkpoints]:
-            shutil.rmtree(os.path.join(self.ckpt_dir, f"step-{old}"), ignore_errors=True)
 
     def restore(self, folder):
-        """Reads every file of ``folder`` first (a torn one raises before any variable changes), then assigns."""
-        state = json.loads(_read_text(os.path.join(folder, "state.json")))
-        step, phase = int(state["step"]), int(state["phase"])
-        pairs = []
-        for name, key, variables in (("model.npz", "model_variables", self.model.variables),
-                                     ("optimizer.npz", "optimizer_variables", self.optimizer.variables)):
-            # Paths carry per-process names (bert_pretrainer_1/...): the order and shapes must match.
-            with np.load(os.path.join(folder, name), allow_pickle=False) as stored:
-                values = [stored[f"v{i:05d}"] for i in range(len(stored.files))]
-            if [a.shape for a in values] != [tuple(v.shape) for v in variables]:
-                raise BertKerasError(f"{folder}: its {len(values)} {key.replace('_', ' ')} do not match this "
-                                     f"run's {len(variables)}; use a new model_dir")
-            pairs += zip(variables, values)
-        rng = None
-        if not self.jax and os.path.exists(os.path.join(folder, "torch_rng.npz")):
-            with np.load(os.path.join(folder, "torch_rng.npz"), allow_pickle=False) as stored:
-                rng = dict(stored)
-        for v, value in pairs:
-            v.assign(value)
-        if rng is not None:
-            _set_torch_rng_states(rng)
-        self.step, self.phase = step, phase
+        self.step, self.phase = keras_checkpoints.read_step(folder, self.model.variables, self.optimizer.variables,
+                                                            torch_rng=not self.jax)
 
     # ------------------------------------------------------------------ evaluation and export
     def evaluate_phase(self, phase):
@@ -436,13 +341,26 @@ class _KerasRun(RunFiles):
             batch_size=cfg.eval_batch_size or max(1, cfg.phase_batch_size(phase) // self.accumulation),
             lower_case=spec.lower_case, whole_word_masking=cfg.whole_word_masking, seed=12345 + phase)
         self.evals[f"phase{phase}"] = dict(
-            evaluate_pretrainer(self.model, eval_ds, cfg.eval_batches, mask_id=self.mask_id),
+            evaluate_pretrainer(self.model, eval_ds, cfg.eval_batches, mask_id=self.mask_id,
+                                forward=self.global_forward() if self.processes > 1 else None),
             step=self.step, seq_len=seq_len, max_predictions=max_pred)
-        write_text(self.eval_path, json.dumps(self.evals, indent=2))
+        if self.chief:
+            write_text(self.eval_path, json.dumps(self.evals, indent=2))
         self.say(f"held-out phase {phase}: " + ", ".join(
             f"{k} {v:.4f}" for k, v in self.evals[f"phase{phase}"].items() if isinstance(v, float)))
 
+    def global_forward(self):
+        """The model on this process's share of a batch, its outputs gathered from every process."""
+        from jax.experimental import multihost_utils
+
+        def forward(features):
+            out = self.model.predict_on_batch(self.local(features))
+            return {k: np.asarray(multihost_utils.process_allgather(v, tiled=True)) for k, v in out.items()}
+        return forward
+
     def export_final(self):
+        if not self.chief:
+            return
         export_final(self.model, self.final_dir, self.spec, metadata={
             "pretrain_steps": self.step, "phase1_steps": self.cfg.phase1_steps,
             "phase2_steps": self.cfg.phase2_steps, "init": self.spec.init})
