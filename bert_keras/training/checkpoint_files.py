@@ -24,6 +24,7 @@ import re
 import signal
 import threading
 
+import numpy as np
 import tensorflow as tf
 
 from bert_keras.errors import BertKerasError
@@ -37,6 +38,28 @@ class TrainingStopped(BertKerasError):
     """Training was asked to stop (SIGTERM) and saved a checkpoint first; rerun to resume."""
 
     exit_code = 143  # 128 + SIGTERM, what a scheduler expects of a job it stopped
+
+    @classmethod
+    def at(cls, step, checkpoint):
+        return cls(f"stopped by SIGTERM at step {step}: checkpoint {checkpoint} saved; rerun the same command "
+                   "to resume from it")
+
+
+def save_tf(manager, step, variables, kept, chief=True) -> str:
+    """``manager.save`` of ``ckpt-<step>``, returning its prefix; a full disk is the `DiskFullError`
+    line (what ``variables`` need, what is ``kept``), and a save that failed leaves no temporary."""
+    from bert_keras.writing import disk_full_error, is_disk_full
+
+    try:
+        manager.save(checkpoint_number=step)
+    except Exception as e:
+        if chief:
+            remove_temporaries(manager.directory, say=lambda _: None)
+        if not is_disk_full(e):
+            raise
+        needs = sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in variables)
+        raise disk_full_error(os.path.join(manager.directory, f"ckpt-{step}"), 0, needs, e, kept=kept) from None
+    return manager.latest_checkpoint
 
 
 def tf_checkpoints(ckpt_dir) -> list[str]:

@@ -251,9 +251,7 @@ class _KerasRun(RunFiles):
                 if stop.requested:
                     if self.last_saved != self.step:
                         self.save()
-                    raise checkpoint_files.TrainingStopped(
-                        f"stopped by SIGTERM at step {self.step}: checkpoint {self.latest} saved; rerun the "
-                        "same command to resume from it")
+                    raise checkpoint_files.TrainingStopped.at(self.step, self.latest)
 
     def train_step(self, batches, phase, end):
         """One optimiser step (k micro-batches), then its log and checkpoint."""

@@ -63,20 +63,7 @@ Logs: progress (Keras' bar on a terminal, plain lines in a log), TensorBoard sca
 logged step: step, phase, seq_len, loss, mlm_loss, nsp_loss, mlm_accuracy,
 nsp_accuracy, examples_per_second, steps_per_second, learning_rate).
 
-The Keras ``fit`` path (single device or MirroredStrategy), from Python:
-
-    import bert_keras as bk
-    from bert_keras.training import create_optimizer
-    enc = bk.BertEncoder(bk.BertConfig.preset("mini", vocab_size=30522))
-    pre = bk.BertPretrainer(enc)
-    pre.compile(optimizer=create_optimizer("adamw", 1e-4, total_steps=1000, warmup_steps=100))
-    ds = bk.data.pretraining_dataset("wiki.txt", "vocab.txt", seq_len=128, max_predictions=20,
-                                     batch_size=32, seed=0)
-    pre.fit(ds, steps_per_epoch=900, epochs=1)        # phase 1
-    ds2 = bk.data.pretraining_dataset("wiki.txt", "vocab.txt", seq_len=512, max_predictions=80,
-                                      batch_size=8, seed=1)
-    pre.fit(ds2, steps_per_epoch=100, epochs=1)       # phase 2: same optimizer, schedule continues
-    bk.save_checkpoint(pre, "out/final", vocab_path="vocab.txt")
+The Keras ``fit`` path, from Python, without this runner: docs/pretraining.md.
 """
 
 from __future__ import annotations
@@ -105,7 +92,7 @@ from bert_keras.training.pretrain_model import build_pretrainer
 from bert_keras.training.run_files import (RunFiles, append_metrics, export_final, metrics_record, read_metrics,
                                            truncate_metrics)
 from bert_keras.locks import single_writer
-from bert_keras.writing import disk_full_error, is_disk_full, write_text
+from bert_keras.writing import write_text
 
 __all__ = ["PretrainConfig", "pretrain", "PretrainLoop", "evaluate_pretrainer", "pretraining_terms",
            "sparse_softmax_cross_entropy", "learning_rate_schedule", "PhasedSchedule", "NonFiniteLossError",
@@ -355,28 +342,15 @@ class _Run(RunFiles):
             self.save()
 
     def save(self):
-        """``ckpt-<step>``; a full disk is the `DiskFullError` line, and a save that failed leaves nothing."""
-        try:
-            self.manager.save(checkpoint_number=self.step)
-        except Exception as e:
-            if self.chief:
-                checkpoint_files.remove_temporaries(self.ckpt_dir, say=lambda _: None)
-            if not is_disk_full(e):
-                raise
-            needs = sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize
-                        for v in self.model.variables + self.optimizer.variables)
-            kept = checkpoint_files.kept_checkpoint(self.last_saved, self.ckpt_dir)
-            raise disk_full_error(os.path.join(self.ckpt_dir, f"ckpt-{self.step}"), 0, needs, e,
-                                   kept=kept) from None
+        kept = checkpoint_files.kept_checkpoint(self.last_saved, self.ckpt_dir)
+        self.latest = checkpoint_files.save_tf(self.manager, self.step, self.model.variables + self.optimizer.variables,
+                                               kept, chief=self.chief)
         self.last_saved = self.step
-        self.latest = self.manager.latest_checkpoint
 
     def stop_on_request(self):
         if self.last_saved != self.step:
             self.save()
-        raise checkpoint_files.TrainingStopped(
-            f"stopped by SIGTERM at step {self.step}: checkpoint {self.latest} saved; rerun the same command "
-            "to resume from it")
+        raise checkpoint_files.TrainingStopped.at(self.step, self.latest)
 
     def log(self, phase, window, steps, elapsed):
         self.last_log = metrics_record(self.cfg, self.schedule, self.step, phase, window, steps, elapsed)
