@@ -295,6 +295,10 @@ def test_pretrain_config_checks_shards_as_shards(our_shards, tmp_path):
     binary.write_bytes(bytes(range(256)) * 64)
     with pytest.raises(DataError, match="^train_files: .*noise.bin:1: corpus is not UTF-8 text"):
         check_corpus_files(PretrainConfig(train_files=str(binary)))
+    # documents are held out of text; shards hold examples: refused, with what to do instead
+    with pytest.raises(BertKerasError, match="^train_files: heldout_every 5: holds out documents of text, and "
+                                             "train_files are TFRecord shards; give held-out shards as eval_files$"):
+        check_corpus_files(PretrainConfig(train_files=shard_files(our_shards[0]), heldout_every=5))
 
 
 # --------------------------------------------------------------------------- the writer's output folder
