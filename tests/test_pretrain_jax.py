@@ -99,17 +99,22 @@ def test_two_phases_log_falling_losses_and_final_equals_the_trained_model(data, 
                for a, v in zip(last, trained["model"].variables))
 
 
+def _killed_after_logging(monkeypatch, step):
+    """The runner dies (as on kill -9, no cleanup of ours runs) once it has logged ``step``."""
+    log = keras_runner._KerasRun.log
+
+    def killed(self, *args):
+        log(self, *args)
+        if self.step == step:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(keras_runner._KerasRun, "log", killed)
+
+
 def test_a_killed_run_resumes_to_the_uninterrupted_result(data, tmp_path, monkeypatch, capsys):
     overrides = dict(phase1_steps=2, phase2_steps=4, checkpoint_every=3)
     uninterrupted = pretrain(_config(data, tmp_path / "a", **overrides))
-    log = keras_runner._KerasRun.log
-
-    def killed_after_step_5(self, *args):
-        log(self, *args)
-        if self.step == 5:  # logged, not checkpointed: the newest checkpoint is step 3
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(keras_runner._KerasRun, "log", killed_after_step_5)
+    _killed_after_logging(monkeypatch, 5)  # logged, not checkpointed: the newest checkpoint is step 3
     with pytest.raises(KeyboardInterrupt):
         pretrain(_config(data, tmp_path / "b", **overrides))
     monkeypatch.undo()
@@ -390,14 +395,7 @@ def test_a_jax_run_resumes_on_pytorch_and_continues_as_if_never_interrupted(data
     values = _config(data, tmp_path / "whole", phase1_steps=4, checkpoint_every=2,
                      model={"dropout": 0.0, "attention_dropout": 0.0}).to_dict()
     pretrain(PretrainConfig.from_dict(values))
-    log = keras_runner._KerasRun.log
-
-    def killed_after_step_3(self, *args):
-        log(self, *args)
-        if self.step == 3:  # logged, not checkpointed: the newest checkpoint is step 2
-            raise KeyboardInterrupt
-
-    monkeypatch.setattr(keras_runner._KerasRun, "log", killed_after_step_3)
+    _killed_after_logging(monkeypatch, 3)  # logged, not checkpointed: the newest checkpoint is step 2
     with pytest.raises(KeyboardInterrupt):
         pretrain(PretrainConfig.from_dict(dict(values, model_dir=str(tmp_path / "moved"))))
     monkeypatch.undo()
