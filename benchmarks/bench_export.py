@@ -75,10 +75,10 @@ def tokenizer_file(vocab_path, lower_case, seq_len, path, frontend):
         return tflite.export_tokenizer_tflite(vocab_path, path, lower_case=lower_case, seq_len=seq_len)
     packer = tflite.DenseTextPacker(vocab_path, lower_case, seq_len)
     with tempfile.TemporaryDirectory() as tmp:
-        conv = tflite._converter(lambda text: packer(text), [tf.TensorSpec([None], tf.string, name="text")], tmp)
+        conv = tflite.make_converter(lambda text: packer(text), [tf.TensorSpec([None], tf.string, name="text")], tmp)
         conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS]
         conv.allow_custom_ops = True  # the tensorflow-text kernels
-        tflite._write(path, tflite._convert(conv, "tokenizer"))
+        tflite._write(path, tflite.convert_model(conv, "tokenizer"))
     return path
 
 
@@ -133,12 +133,8 @@ def main(argv=None):
     p.add_argument("--skip-tokenizer-match", action="store_true",
                    help="skip the in-TFLite tokenizers vs Google exact-match and latency measurement")
     p.add_argument("--outlier-factor", type=float, default=None,
-                   help="full int8: residual_scaling.OUTLIER_FACTOR (inf = no rescaling; default: the library's)")
+                   help="full int8: export_tflite's outlier_factor (inf = no rescaling; default: the library's)")
     args = p.parse_args(argv)
-    if args.outlier_factor is not None:
-        from bert_keras.export import residual_scaling
-
-        residual_scaling.OUTLIER_FACTOR = args.outlier_factor
 
     import tensorflow as tf
     import tensorflow_text  # noqa: F401
@@ -184,7 +180,9 @@ def main(argv=None):
     for q in ["none"] + [q for q in args.quantize if q != "none"]:
         start = time.perf_counter()
         calib = calibration if q in CALIBRATED else None
-        paths = export_tflite(model_dir, tfl_dir, quantize=q, calibration_texts=calib, text_model="text" in args.kinds)
+        extra = {} if args.outlier_factor is None else {"outlier_factor": args.outlier_factor}
+        paths = export_tflite(model_dir, tfl_dir, quantize=q, calibration_texts=calib, text_model="text" in args.kinds,
+                              **extra)
         convert_s = time.perf_counter() - start
         for kind in ["ids"] + [k for k in args.kinds if k != "ids"]:
             lite = TFLiteModel(paths[kind])

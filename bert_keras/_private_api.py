@@ -12,13 +12,13 @@ Why each is needed (there is no public equivalent in these versions):
 
 | function | private API | used by |
 | --- | --- | --- |
-| `onednn_enabled` | `tensorflow.python.util._pywrap_util_port.IsMklEnabled` | layers/fused.py (bfloat16 softmax kernel choice) |
-| `in_xla_compile` | `tensorflow.python.ops.control_flow_util.GraphOrParentsInXlaContext` | layers/fused.py (no XLA kernel nested in an XLA compile), layers/unpadded.py (no packing inside one) |
-| `set_calibrate_only` | `TFLiteConverter._experimental_calibrate_only` | export/tflite_convert.py ("int8_mixed") |
-| `mlir_quantize` | `tensorflow.lite.python.convert.mlir_quantize` | export/tflite_convert.py ("int8_mixed") |
-| `ops_details` | `Interpreter._get_ops_details` | export/tflite_convert.py (op names, op outputs) |
-| `tflite_schema` | `tensorflow.lite.python.schema_py_generated` | export/tflite_convert.py (builtin-only check) |
-| `flatten_layers` | `keras.Layer._flatten_layers` | export/tflite_convert.py (attention masking) |
+| `onednn_enabled` | `tensorflow.python.util._pywrap_util_port.IsMklEnabled` | layers/plan.py (the probed hardware of the kernel plan) |
+| `in_xla_compile` | `tensorflow.python.ops.control_flow_util.GraphOrParentsInXlaContext` | layers/plan.py (no XLA kernel nested in an XLA compile, no packing inside one) |
+| `set_calibrate_only` | `TFLiteConverter._experimental_calibrate_only` | export/tflite/convert.py ("int8_mixed") |
+| `mlir_quantize` | `tensorflow.lite.python.convert.mlir_quantize` | export/tflite/convert.py ("int8_mixed") |
+| `ops_details` | `Interpreter._get_ops_details` | export/tflite/convert.py (op names, op outputs) |
+| `tflite_schema` | `tensorflow.lite.python.schema_py_generated` | export/tflite/convert.py (builtin-only check) |
+| `flatten_layers` | `keras.Layer._flatten_layers` | export/tflite/convert.py (attention masking) |
 | `archive_trackable` | `keras.export.ExportArchive._tf_trackable` | export/saved_model.py (vocabulary assets) |
 | `accept_raw_inputs` | `keras.Layer._convert_input_args`, `_allow_non_tensor_positional_args` | text/tokenizer.py |
 | `has_compiled_loss` | `keras.Model._compile_loss` | models/pretrainer.py |

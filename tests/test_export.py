@@ -242,14 +242,14 @@ def test_int8_needs_calibration_text(clf_dir, workdir):
 
 def test_a_converter_error_without_a_message_is_still_one_named_line():
     # TFLite's MLIR quantiser raises a bare RuntimeError() (its reason goes to stderr)
-    from bert_keras.export.tflite_convert import _convert
+    from bert_keras.export.tflite.convert import convert_model
 
     class Failing:
         def convert(self):
             raise RuntimeError()
 
     with pytest.raises(BertKerasError, match=r"^TFLite conversion of model\.tflite failed: RuntimeError$"):
-        _convert(Failing(), "model.tflite")
+        convert_model(Failing(), "model.tflite")
 
 
 # --------------------------------------------------------------------------- every task family
@@ -563,7 +563,7 @@ def test_select_masking_equals_the_additive_softmax_on_a_copy(keras_clf):
 
 
 def test_residual_scaling_keeps_the_function_and_tames_the_outlier_channels(minilm2_dir):
-    from bert_keras.export.residual_scaling import residual_scaling, scales_from_maxima, stream_maxima
+    from bert_keras.export.residual_scaling import rescaled_copy, scales_from_maxima, stream_maxima
 
     model = load_checkpoint(minilm2_dir, task="classification")
     tok = BertTokenizer.from_vocab(os.path.join(minilm2_dir, "vocab.txt"), lower_case=True)
@@ -578,10 +578,10 @@ def test_residual_scaling_keeps_the_function_and_tames_the_outlier_channels(mini
     assert worst > 20 and int(np.argmax(maxima[1])) == 99
     want = np.asarray(model(feats, training=False))
     weights = [w.copy() for w in model.get_weights()]
-    with residual_scaling(model, scales):
-        got = np.asarray(model(feats, training=False))
-        # the stored stream: every segment within OUTLIER_FACTOR (2) x its median channel maximum
-        scaled = stream_maxima(model, [calibration])
+    rescaled = rescaled_copy(model, scales)  # a copy: the model it came from is left as it was
+    got = np.asarray(rescaled(feats, training=False))
+    # the stored stream: every segment within DEFAULT_OUTLIER_FACTOR (2) x its median channel maximum
+    scaled = stream_maxima(rescaled, [calibration])
     np.testing.assert_allclose(got, want, atol=1e-4, rtol=0)  # measured 3.8e-6 on the logits
     assert max(float(m.max() / np.median(m)) for m in scaled[:-1]) < 3
     for before, after in zip(weights, model.get_weights()):

@@ -8,10 +8,38 @@ import pytest
 import tensorflow as tf
 
 import bert_keras as bk
-from bert_keras.layers import Dropout, fused
+from bert_keras.layers import Dropout, fused, plan
 from tests.conftest import random_batch
 
 TINY = bk.BertConfig.preset("tiny", vocab_size=200, max_position_embeddings=64)
+
+
+# Where each kernel the tests count lives (`bert_keras.layers.ops`), by the name the tests record.
+_KERNEL_HOMES = {
+    "dropout_residual_layer_norm": ("layer_norm", "dropout_residual_layer_norm"),
+    "embeddings_layer_norm_dropout": ("layer_norm", "embeddings_layer_norm_dropout"),
+    "layer_norm": ("layer_norm", "layer_norm_xla"),
+    "layer_norm_onednn": ("layer_norm", "layer_norm_onednn"),
+    "masked_softmax_dropout": ("softmax", "masked_softmax_dropout"),
+    "masked_softmax": ("softmax", "masked_softmax"),
+    "gelu": ("gelu", "gelu_xla"),
+    "dense_gelu": ("gelu", "dense_gelu"),
+    "dropout_tf": ("dropout", "dropout_tf"),
+    "qkv_heads": ("attention", "qkv_heads"),
+    "dense_rows": ("dense", "dense_rows"),
+    "tied_logits_float32": ("dense", "tied_logits_float32"),
+}
+
+
+def _record_kernel_calls(monkeypatch, calls, names):
+    """Wraps each named kernel of `bert_keras.layers.ops` so that a call appends its name to calls."""
+    import importlib
+
+    for name in names:
+        module_name, attribute = _KERNEL_HOMES[name]
+        module = importlib.import_module(f"bert_keras.layers.ops.{module_name}")
+        original = getattr(module, attribute)
+        monkeypatch.setattr(module, attribute, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "mixed_bfloat16"])
@@ -92,9 +120,8 @@ def test_fused_bf16_training_step_is_as_close_to_float32_as_the_layer_by_layer_o
 
 def test_float32_training_and_bf16_inference_do_not_take_the_fused_path(monkeypatch):
     calls = []
-    for name in ("dropout_residual_layer_norm", "masked_softmax_dropout", "embeddings_layer_norm_dropout"):
-        original = getattr(fused, name)
-        monkeypatch.setattr(fused, name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
+    _record_kernel_calls(monkeypatch, calls,
+                         ("dropout_residual_layer_norm", "masked_softmax_dropout", "embeddings_layer_norm_dropout"))
     batch = _batch()
     features = {k: batch[k] for k in ("token_ids", "segment_ids", "padding_mask", "masked_positions")}
     _pretrainer("float32")(features, training=True)
@@ -167,11 +194,10 @@ def test_masked_softmax_dropout_equals_float32_math(monkeypatch, onednn, dtype):
     to bf16 rounding, and dropout keeps exactly the elements whose bits pass the threshold."""
     from bert_keras.layers.dropout import keep_threshold
 
-    if onednn and dtype == "bfloat16" and not fused._onednn():  # the library's own rule, before the patch
+    if onednn and dtype == "bfloat16" and not plan.hardware().onednn_bf16:  # the library's own rule, before the patch
         # oneDNN's bf16 softmax needs TensorFlow's oneDNN kernels and an AVX-512 CPU: on this CPU
         # the library falls back to the float32 path, and the bounds below hold for what it runs.
         onednn = False
-    monkeypatch.setitem(fused._CACHE, "onednn", onednn)
     rng = np.random.default_rng(0)
     scores32 = tf.constant(rng.normal(0, 3, (2, 3, 16, 16)).astype("float32"))
     scores = tf.cast(scores32, dtype)
@@ -183,7 +209,7 @@ def test_masked_softmax_dropout_equals_float32_math(monkeypatch, onednn, dtype):
     dy = tf.constant(rng.normal(size=(2, 3, 16, 16)).astype("float32"))
     with tf.GradientTape(persistent=True) as tape:
         tape.watch(scores)
-        out = fused.masked_softmax_dropout(scores, bias, bits, threshold, scale)
+        out = fused.masked_softmax_dropout(scores, bias, bits, threshold, scale, onednn=onednn)
         keep = tf.cast(bits >= threshold, tf.float32)
         ref = tf.nn.softmax(tf.cast(scores, tf.float32) + bias) * keep * scale
     grad = tape.gradient(out, scores, output_gradients=tf.cast(dy, dtype))
@@ -244,10 +270,9 @@ def test_float32_tied_logits_and_their_gradients_are_the_float32_product():
 
 @pytest.mark.parametrize("onednn", [False, True])
 def test_bf16_mlm_head_takes_float32_logits_only_where_bf16_matmuls_are_emulated(monkeypatch, onednn):
-    monkeypatch.setitem(fused._CACHE, "onednn", onednn)
+    monkeypatch.setattr(plan, "hardware", lambda: plan.Hardware(onednn_bf16=onednn))
     calls = []
-    original = fused.tied_logits_float32
-    monkeypatch.setattr(fused, "tied_logits_float32", lambda *a: calls.append(1) or original(*a))
+    _record_kernel_calls(monkeypatch, calls, ("tied_logits_float32",))
     bf16 = _pretrainer("mixed_bfloat16")
     calls.clear()  # the building call
     out = bf16(_features(), training=True)["mlm_logits"]
@@ -289,10 +314,9 @@ def test_whole_step_xla_compile_gets_the_plain_graph_and_keeps_its_memory(monkey
     B=32, L=128); here, forced, 163 s and +365 MB a call, against 25 s and +0 MB."""
     model = _pretrainer("mixed_bfloat16")  # built by an eager call, which takes the 16-bit GELU kernel
     calls = []
-    for name in ("dropout_residual_layer_norm", "masked_softmax_dropout", "embeddings_layer_norm_dropout",
-                 "layer_norm", "gelu", "dropout_tf", "qkv_heads"):
-        original = getattr(fused, name)
-        monkeypatch.setattr(fused, name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
+    _record_kernel_calls(monkeypatch, calls, ("dropout_residual_layer_norm", "masked_softmax_dropout",
+                                              "embeddings_layer_norm_dropout", "layer_norm", "gelu", "dropout_tf",
+                                              "qkv_heads"))
     rss, losses = _fit_three_times(model, jit_compile=True)
     assert model.jit_compile and calls == []
     assert rss[2] - rss[0] < 100, rss  # measured +0 MB
@@ -309,9 +333,8 @@ def _features():
 
 def test_kernels_option_is_validated_serialised_and_plain_takes_no_kernel(monkeypatch):
     calls = []  # patched before the model is built: its building call must take none either
-    for name in ("dropout_residual_layer_norm", "masked_softmax_dropout", "gelu", "dropout_tf"):
-        original = getattr(fused, name)
-        monkeypatch.setattr(fused, name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
+    _record_kernel_calls(monkeypatch, calls, ("dropout_residual_layer_norm", "masked_softmax_dropout", "gelu",
+                                              "dropout_tf"))
     plain = _pretrainer("mixed_bfloat16", kernels="plain")
     plain(_features(), training=True)
     plain(_features(), training=False)
@@ -320,3 +343,59 @@ def test_kernels_option_is_validated_serialised_and_plain_takes_no_kernel(monkey
     assert bk.BertEncoder.from_config(plain.encoder.get_config()).transformer_layers[0].kernels == "plain"
     with pytest.raises(ValueError, match="kernels='xla'; choose one of auto, fused, plain"):
         bk.BertEncoder(TINY, kernels="xla")
+
+
+def test_each_fast_variant_equals_its_plain_reference_forward_and_backward():
+    """Every variant of `bert_keras.layers.ops` against the plain math of its module: the written-out
+    gradients of the XLA kernels against autodiff of the reference, float32 and bf16."""
+    from bert_keras.layers.ops import gelu as gelu_ops
+    from bert_keras.layers.ops import layer_norm as ln
+    from bert_keras.layers.ops import softmax as softmax_ops
+
+    rng = np.random.default_rng(0)
+    x32 = tf.constant(rng.normal(0, 2, (3, 5, 32)).astype("float32"))
+    h32 = tf.constant(rng.normal(0, 1, (3, 5, 32)).astype("float32"))
+    gamma = tf.constant(rng.uniform(0.5, 1.5, 32).astype("float32"))
+    beta = tf.constant(rng.normal(0, 0.1, 32).astype("float32"))
+    dy = tf.constant(rng.normal(size=(3, 5, 32)).astype("float32"))
+
+    def value_and_grads(fn, dtype, *inputs):
+        inputs = [tf.cast(t, dtype) for t in inputs]
+        with tf.GradientTape() as tape:
+            tape.watch(inputs)
+            y = fn(*inputs)
+        grads = tape.gradient(y, inputs, output_gradients=tf.cast(dy, y.dtype))
+        return [tf.cast(t, tf.float32).numpy() for t in [y, *grads]]
+
+    keras_ln = keras.layers.LayerNormalization(epsilon=1e-12)
+    keras_ln.build((None, 32))
+    keras_ln.set_weights([gamma.numpy(), beta.numpy()])
+    np.testing.assert_allclose(ln.layer_norm(x32, gamma, beta, 1e-12), keras_ln(x32), atol=1e-5)
+    for dtype, tol in (("float32", 1e-5), ("bfloat16", 3e-2)):
+        want = value_and_grads(lambda x: ln.layer_norm(x, gamma, beta, 1e-12), dtype, x32)
+        got = value_and_grads(lambda x: ln.layer_norm_xla(x, gamma, beta, 1e-12), dtype, x32)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, atol=tol * max(1.0, np.abs(b).max()))
+        # the add & norm with its gradient written out, dropout off, against autodiff of LN(r + h)
+        want = value_and_grads(lambda h, r: ln.layer_norm(r + h, gamma, beta, 1e-12), dtype, h32, x32)
+        no_mask = (None, tf.constant(0, tf.uint16), tf.constant(1.0))
+        got = value_and_grads(lambda h, r: ln.dropout_residual_layer_norm(h, r, *no_mask, gamma, beta, 1e-12),
+                              dtype, h32, x32)
+        for a, b in zip(got, want):
+            np.testing.assert_allclose(a, b, atol=tol * max(1.0, np.abs(b).max()))
+    # the 16-bit GELU: XLA kernels and the plain float32 math, both against autodiff of float32 GELU
+    want = value_and_grads(lambda x: tf.nn.gelu(x, approximate=False), "float32", x32)
+    for fn in (gelu_ops.gelu, gelu_ops.gelu_xla):
+        for a, b in zip(value_and_grads(fn, "bfloat16", x32), want):
+            np.testing.assert_allclose(a, b, atol=3e-2 * max(1.0, np.abs(b).max()))
+    np.testing.assert_allclose(gelu_ops.gelu(x32), want[0], atol=1e-6)
+    # the softmax variants against the float32 reference
+    scores = tf.constant(rng.normal(0, 3, (2, 3, 7, 7)).astype("float32"))
+    padding = np.ones((2, 7), np.float32)
+    padding[1, 4:] = 0
+    bias = tf.constant((1 - padding)[:, None, None, :] * softmax_ops.MASK_VALUE)
+    ref = softmax_ops.masked_softmax_float32(scores, bias).numpy()
+    np.testing.assert_allclose(softmax_ops.masked_softmax(scores, bias), ref, atol=1e-6)
+    np.testing.assert_allclose(softmax_ops.select_masked_softmax(scores, bias), ref, atol=1e-6)
+    bf16 = tf.cast(softmax_ops.masked_softmax(tf.cast(scores, tf.bfloat16), bias, True), tf.float32)
+    np.testing.assert_allclose(bf16, ref, atol=1e-2)

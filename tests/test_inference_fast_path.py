@@ -10,6 +10,16 @@ import bert_keras as bk
 from bert_keras.layers import unpadded
 from bert_keras.models.copies import with_options
 
+
+def _record_kernel_calls(monkeypatch, calls, names):
+    """Wraps each named kernel of `bert_keras.layers.ops` so that a call appends its name to calls."""
+    from bert_keras.layers.ops import dense, gelu, layer_norm, softmax
+
+    homes = {"dense_gelu": gelu, "dense_rows": dense, "masked_softmax": softmax, "layer_norm_onednn": layer_norm}
+    for name in names:
+        original = getattr(homes[name], name)
+        monkeypatch.setattr(homes[name], name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
+
 SENTENCES = [
     "a gorgeous, witty, seductive movie.",
     "the film is strictly routine.",
@@ -144,18 +154,16 @@ def test_bf16_inference_kernels_give_the_plain_paths_numbers(minilm_dir, minilm,
     softmax oneDNN's bf16 kernel;
     elsewhere the FFN is the plain math and the softmax runs in float32.  The numbers are the
     plain path's to within bf16 rounding."""
-    from bert_keras.layers import fused
+    from bert_keras.layers import plan
 
     # Without oneDNN's bf16 kernels (no AVX-512: TensorFlow's own bf16 kernels run) the FFN keeps
     # the plain path and the softmax runs in float32; the numbers must agree either way.
-    onednn = fused.use_onednn_bf16("auto", "bfloat16")
+    onednn = plan.current_plan("auto", "bfloat16").ffn == "onednn"
     bf16 = bk.load_checkpoint(minilm_dir, task="classification", num_classes=2, dtype="mixed_bfloat16")
     bf16.set_weights(minilm.get_weights())
     plain = with_options(bf16, kernels="plain")
     calls = []
-    for name in ("dense_gelu", "dense_rows", "masked_softmax", "layer_norm_onednn"):
-        original = getattr(fused, name)
-        monkeypatch.setattr(fused, name, lambda *a, _f=original, _n=name: calls.append(_n) or _f(*a))
+    _record_kernel_calls(monkeypatch, calls, ("dense_gelu", "dense_rows", "masked_softmax", "layer_norm_onednn"))
     fast = bk.models.inference_function(bf16)(real_batch)
     assert calls.count("dense_gelu") == (6 if onednn else 0)  # once a layer
     assert calls.count("dense_rows") == (18 if onednn else 0)  # Q/K/V, attention output, W2
@@ -187,12 +195,12 @@ def _assert_onednn_ran(primitive, body):
 
 def test_dense_gelu_is_exact_gelu_and_one_onednn_kernel_where_onednn_runs_bf16():
     """`fused.dense_gelu` is GELU(x W + b) to bf16 rounding; where the layers choose it
-    (`use_onednn_bf16`: oneDNN with AVX-512) TensorFlow's remapper must fuse the matmul, bias and
+    (the plan's ``ffn`` "onednn": oneDNN with AVX-512) TensorFlow's remapper must fuse the matmul, bias and
     GELU into one oneDNN kernel, else the bf16 GELU runs unfused (slower)."""
     import tensorflow as tf
     from scipy.special import erf
 
-    from bert_keras.layers import fused
+    from bert_keras.layers import fused, plan
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((2, 5, 8)).astype(np.float32)
@@ -204,7 +212,7 @@ def test_dense_gelu_is_exact_gelu_and_one_onednn_kernel_where_onednn_runs_bf16()
     want = (0.5 * z * (1 + erf(z / np.sqrt(2)))).reshape(2, 5, 32)
     # |GELU| up to about 12 here; measured 0.031 (one bf16 rounding of the sums and the output)
     assert np.abs(got - want).max() < 0.1 + 0.02 * np.abs(want).max()
-    if not fused.use_onednn_bf16("auto", "bfloat16"):
+    if plan.current_plan("auto", "bfloat16").ffn != "onednn":
         return  # no AVX-512 or no oneDNN: the layers keep the plain path (checked above)
     _assert_onednn_ran("eltwise_gelu_erf", (
         "x = tf.constant(np.random.randn(2, 5, 8), tf.bfloat16)\n"
@@ -243,10 +251,10 @@ def test_dense_rows_is_the_dense_product_to_bf16_rounding():
 def test_layer_norm_onednn_is_layer_norm_and_one_onednn_kernel_where_onednn_runs_bf16():
     """`fused.layer_norm_onednn` is LayerNorm (BERT's epsilon, float32 statistics) to bf16
     rounding, with a static or a run-time row count; where the layers choose it
-    (`use_onednn_bf16`) TensorFlow's remapper must turn it into oneDNN's layer normalisation."""
+    (the plan's ``layer_norm`` "onednn") TensorFlow's remapper must turn it into oneDNN's layer normalisation."""
     import tensorflow as tf
 
-    from bert_keras.layers import fused
+    from bert_keras.layers import fused, plan
 
     rng = np.random.default_rng(0)
     x = (rng.standard_normal((3, 7, 64)) * 3 + rng.standard_normal((3, 7, 1))).astype(np.float32)
@@ -263,7 +271,7 @@ def test_layer_norm_onednn_is_layer_norm_and_one_onednn_kernel_where_onednn_runs
         # |LN| up to 4.9 here; measured 0.021 (static) and 0.017 (run-time rows: oneDNN's kernel);
         # with epsilon 1.001e-5 the nearly constant row would be off by 2.7
         assert np.abs(got - want).max() < 0.2, (spec, np.abs(got - want).max())
-    if not fused.use_onednn_bf16("auto", "bfloat16"):
+    if plan.current_plan("auto", "bfloat16").ffn != "onednn":
         return  # no AVX-512 or no oneDNN: the layers keep Keras' LayerNormalization
     # random gamma and beta: TensorFlow's optimiser drops a multiply by ones and an add of zeros,
     # and with them the pattern

@@ -189,3 +189,26 @@ def test_keras_save_and_load_is_bit_identical(tmp_path, encoder, kind):
 def test_layers_round_trip_through_get_config(layer):
     clone = layer.__class__.from_config(layer.get_config())
     assert clone.get_config() == layer.get_config()
+
+
+def test_activation_names_are_the_configs_and_input_names_are_written_once():
+    from bert_keras import config
+    from bert_keras.export import tflite
+    from bert_keras.layers import activations
+    from bert_keras.models import encoder, inference, inputs
+
+    assert tuple(activations._ACTIVATIONS) == config.ACTIVATIONS
+    assert encoder.INPUT_NAMES is inputs.INPUT_NAMES is inference.INPUT_NAMES is tflite.INPUT_NAMES
+
+
+def test_checkpoint_names_are_the_keras_variable_paths():
+    """`checkpoints.mapping.model_variables` finds each weight of the name table by its Keras
+    variable path, for the encoder alone and inside a task model."""
+    from bert_keras.checkpoints import mapping
+
+    encoder = bk.BertEncoder(bk.BertConfig.preset("tiny", vocab_size=100))
+    for model, task in ((encoder, None), (bk.BertPretrainer(encoder), "pretraining"),
+                        (bk.BertClassifier(encoder, 2), "classification")):
+        found = mapping.model_variables(model)
+        assert list(found) == mapping.weight_names(2, task)
+        assert all(v.path == name or v.path.endswith("/" + name) for name, v in found.items())

@@ -121,3 +121,35 @@ def test_exports_trace_a_copy_and_leave_the_callers_model_as_it_was():
     for a, b in zip(clf.get_weights(), weights):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(np.asarray(clf(batch, training=False)), want)
+
+
+def test_kernel_plan_is_decided_once_from_its_inputs():
+    """`plan.kernel_plan` is a function of its inputs: the fast kernels only on TensorFlow outside
+    an XLA compile; "auto" not on a GPU; the 16-bit kernels only in 16 bits; oneDNN's only in bf16
+    inference with oneDNN; the 16-bit dropout masks and the fused cross-entropy in every dtype."""
+    from bert_keras.layers import plan
+
+    cpu, amx, gpu = plan.Hardware(), plan.Hardware(onednn_bf16=True), plan.Hardware(gpu=True)
+    assert plan.kernel_plan("plain", "bfloat16", True, hardware=amx) == plan.KernelPlan(packing=False)
+    train = plan.kernel_plan("auto", "bfloat16", True, hardware=amx)
+    assert (train.attention, train.add_norm, train.layer_norm, train.gelu, train.dropout, train.loss) == (
+        "xla", "xla", "xla", "xla", "bits16", "xla")
+    assert train.softmax == "onednn" and train.mlm_logits == "matmul" and not train.packing
+    assert plan.kernel_plan("auto", "bfloat16", True, hardware=cpu).mlm_logits == "float32"
+    infer = plan.kernel_plan("auto", "bfloat16", False, hardware=amx)
+    assert (infer.ffn, infer.dense, infer.layer_norm, infer.attention, infer.packing) == (
+        "onednn", "onednn", "onednn", "plain", True)
+    f32 = plan.kernel_plan("auto", "float32", True, hardware=amx)
+    assert (f32.add_norm, f32.layer_norm, f32.gelu, f32.softmax, f32.dropout, f32.loss) == (
+        "plain", "keras", "plain", "float32", "bits16", "xla")
+    assert plan.kernel_plan("auto", "bfloat16", True, hardware=amx, xla_compile=True) == plan.KernelPlan()
+    assert plan.kernel_plan("auto", "bfloat16", True, hardware=gpu).dropout == "keras"
+    assert plan.kernel_plan("fused", "bfloat16", True, hardware=gpu).attention == "xla"
+    packed = plan.kernel_plan("auto", "bfloat16", False, packed=True, hardware=cpu)
+    assert packed.gelu == "plain" and packed.softmax == "tensorflow"
+    for backend in ("jax", "torch"):
+        other = plan.kernel_plan("auto", "bfloat16", True, backend=backend, hardware=amx)
+        assert other == plan.KernelPlan(attention="sdpa")
+        assert other.attention_for("additive", True) == "plain"
+        assert other.attention_for("additive", False) == "sdpa"
+    assert infer.attention_for("select", False) == "plain" and infer.softmax_for("select") == "select"

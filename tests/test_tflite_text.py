@@ -269,7 +269,7 @@ def test_float32_text_file_matches_keras_on_real_minilm_weights(minilm2_dir, wor
 def test_a_small_vocabulary_gives_a_trie_without_negative_slots(tmp_path):
     """A vocabulary whose tokens start with few letters once placed a root's children at a
     negative base, and LiteRT's GATHER refused the index; the ids must equal the tokenizer's."""
-    from bert_keras.export.tflite_text import CodepointTokenizer
+    from bert_keras.export.tflite.text import CodepointTokenizer
 
     tokens = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "film", "is", "a", "gorgeous", "mess",
               "witty", "and", "flat", "jokes", "fall", ",", ".", "##s", "##ly"]

@@ -172,51 +172,39 @@ def task_of(model) -> str | None:
     raise BertKerasError(f"not a bert_keras model: {type(model).__name__}")
 
 
+def weight_names(num_layers: int, task: str | None) -> list[str]:
+    """Our stable weight names of a model with ``num_layers`` blocks and head ``task``, in table order."""
+    return [e.ours for e in encoder_entries(num_layers) + head_entries(task)]
+
+
 def model_variables(model) -> dict:
-    """Our stable weight names -> the model's variables (the left column of `mapping`)."""
+    """Our stable weight names -> the model's variables (the left column of `mapping`).
+
+    A stable name is the Keras variable path the layers give their weights (the layers'
+    ``name`` arguments, e.g. ``transformer_layer_0/attention/qkv/kernel``); a model nested in
+    another (the encoder of a task model) may carry a prefix before it, which is ignored.
+
+    Raises:
+        BertKerasError: a weight of the table has no variable in the model.
+    """
     from bert_keras.models import BertEncoder
 
     enc = model if isinstance(model, BertEncoder) else model.encoder
-    emb = enc.embeddings
-    out = {
-        "embeddings/token_embedding/embeddings": emb.token_embedding.embeddings,
-        "embeddings/segment_embedding/embeddings": emb.segment_embedding.embeddings,
-        "embeddings/position_embeddings": emb.position_embeddings,
-        "embeddings/layer_norm/gamma": emb.layer_norm.gamma,
-        "embeddings/layer_norm/beta": emb.layer_norm.beta,
-    }
-    for i, block in enumerate(enc.transformer_layers):
-        p = f"transformer_layer_{i}/"
-        for name, layer in (("attention/qkv", block.attention.qkv),
-                            ("attention/output", block.attention.output_dense),
-                            ("intermediate", block.intermediate), ("output", block.output_dense)):
-            out[p + name + "/kernel"] = layer.kernel
-            out[p + name + "/bias"] = layer.bias
-        for name, layer in (("attention_layer_norm", block.attention_layer_norm),
-                            ("output_layer_norm", block.output_layer_norm)):
-            out[p + name + "/gamma"] = layer.gamma
-            out[p + name + "/beta"] = layer.beta
-    out["pooler/dense/kernel"] = enc.pooler.dense.kernel
-    out["pooler/dense/bias"] = enc.pooler.dense.bias
-    task = task_of(model)
-    if task == "pretraining":
-        head = model.masked_lm_head
-        out.update({
-            "masked_lm_head/transform/kernel": head.transform.kernel,
-            "masked_lm_head/transform/bias": head.transform.bias,
-            "masked_lm_head/layer_norm/gamma": head.layer_norm.gamma,
-            "masked_lm_head/layer_norm/beta": head.layer_norm.beta,
-            "masked_lm_head/output_bias": head.output_bias,
-            "nsp_head/kernel": model.nsp_head.kernel,
-            "nsp_head/bias": model.nsp_head.bias,
-        })
-    elif task == "span":
-        out["span_head/kernel"] = model.span_head.kernel
-        out["span_head/bias"] = model.span_head.bias
-    elif task is not None:
-        out["classifier/kernel"] = model.classifier.kernel
-        out["classifier/bias"] = model.classifier.bias
-    return out
+    wanted = weight_names(len(enc.transformer_layers), task_of(model))
+    names = set(wanted)
+    by_name = {}
+    for variable in model.weights:
+        parts = variable.path.split("/")
+        for start in range(len(parts)):
+            name = "/".join(parts[start:])
+            if name in names:
+                by_name.setdefault(name, variable)
+                break
+    missing = [name for name in wanted if name not in by_name]
+    if missing:
+        raise BertKerasError(f"{type(model).__name__} has no variable for {', '.join(missing[:3])}"
+                             + (f" and {len(missing) - 3} more" if len(missing) > 3 else ""))
+    return {name: by_name[name] for name in wanted}
 
 
 # --------------------------------------------------------------------------- Keras layouts

@@ -19,8 +19,12 @@ same:
   the outlier channels ``o`` only, the centred ``d' = z' - mean / s_in`` and
   ``var(z) = (sum(d'^2) + sum_o (s_o^2 - 1) d'^2_o) / H``, and the output is
   ``gamma s_in / s_out * d' * rsqrt(var + eps) + beta / s_out``
-  (`bert_keras.layers.normalization.scaled_layer_norm`, which `LayerNorm`
-  runs while its ``stream_scales`` are set).
+  (`bert_keras.layers.ops.layer_norm.scaled_layer_norm`, which `LayerNorm`
+  runs when built with ``stream_scales``).
+
+`rescaled_copy` builds the rescaled model as a copy (the encoder's ``stream_scales`` option,
+`bert_keras.models.copies.with_options`) with the factors folded into the copy's weights; the
+model it is given is never changed.
 
 Every intermediate then stays within the range of the ordinary channels.  In
 float32 the rescaled model equals the original within rounding
@@ -31,18 +35,16 @@ output is left unscaled (``s = 1``): the heads read it directly.
 
 from __future__ import annotations
 
-import contextlib
-
 import numpy as np
 
 from bert_keras import _private_api
 from bert_keras.errors import BertKerasError
 
-# Channels whose maximum exceeds OUTLIER_FACTOR times the median channel
-# maximum of their segment are scaled down to that bound.  On the fine-tuned
-# MiniLM sentiment model (Rotten Tomatoes dev, float32 80.84%), full int8 gave
-# 80.05% at 2, 79.74% at 4 and 78.10% without rescaling (docs/results.md).
-OUTLIER_FACTOR = 2.0
+# The default ``outlier_factor``: channels whose maximum exceeds it times the median channel
+# maximum of their segment are scaled down to that bound.  On the fine-tuned MiniLM
+# sentiment model (Rotten Tomatoes dev, float32 80.84%), full int8 gave 80.05% at 2, 79.74%
+# at 4 and 78.10% without rescaling (docs/results.md).
+DEFAULT_OUTLIER_FACTOR = 2.0
 
 
 def _encoder(model):
@@ -90,13 +92,18 @@ def stream_maxima(model, batches) -> list:
     return maxima
 
 
-def scales_from_maxima(maxima, factor=None) -> list:
-    """s per segment: max / (factor * median max) on the outlier channels, 1 elsewhere; the last segment 1.
+def scales_from_maxima(maxima, outlier_factor=DEFAULT_OUTLIER_FACTOR) -> list:
+    """s per segment: max / (outlier_factor * median max) on the outlier channels, 1 elsewhere.
 
-    factor defaults to `OUTLIER_FACTOR` (read at call time; ``float("inf")``
-    gives s = 1 everywhere, i.e. no rescaling).
+    Args:
+        maxima: `stream_maxima`'s per-segment channel maxima.
+        outlier_factor: the bound, in median channel maxima (``float("inf")`` gives s = 1
+            everywhere, i.e. no rescaling).
+
+    Returns:
+        One float32 array [H] per segment; the last segment's is 1.
     """
-    factor = OUTLIER_FACTOR if factor is None else float(factor)
+    factor = float(outlier_factor)
     scales = []
     for m in maxima[:-1]:
         bound = factor * float(np.median(m))
@@ -105,32 +112,28 @@ def scales_from_maxima(maxima, factor=None) -> list:
     return scales
 
 
-@contextlib.contextmanager
-def residual_scaling(model, scales):
-    """Folds per-channel stream scales (`scales_from_maxima`) into model's weights, restored on exit."""
-    enc = _encoder(model)
-    blocks = enc.transformer_layers
+def rescaled_copy(model, scales):
+    """A copy of ``model`` whose residual stream is stored divided by ``scales`` (`scales_from_maxima`).
+
+    The copy's LayerNorms take the scales (the encoder's ``stream_scales`` option) and its
+    dense layers have them folded into their weights; in float32 it computes the same function.
+    ``model`` (a `BertEncoder` or a task model around one) is not changed.
+
+    Raises:
+        BertKerasError: the number of scales does not fit the encoder (2N + 1 for N blocks).
+    """
+    from bert_keras.models.copies import with_options
+
+    blocks = _encoder(model).transformer_layers
     if len(scales) != 2 * len(blocks) + 1:
         raise BertKerasError(f"residual scaling: {len(scales)} scales for {len(blocks)} blocks "
                              f"(needs {2 * len(blocks) + 1})")
-    dense_in, dense_out, norms = [], [], [(enc.embeddings.layer_norm, None, scales[0])]
-    for i, block in enumerate(blocks):
-        s_x, s_a, s_y = scales[2 * i], scales[2 * i + 1], scales[2 * i + 2]
-        dense_in += [(block.attention.qkv, s_x), (block.intermediate, s_a)]
-        dense_out += [(block.attention.output_dense, s_x), (block.output_dense, s_a)]
-        norms += [(block.attention_layer_norm, s_x, s_a), (block.output_layer_norm, s_a, s_y)]
-    saved = [(v, np.array(v.numpy())) for layer, _ in dense_in + dense_out for v in layer.weights]
-    try:
-        for layer, s in dense_in:
+    copy = with_options(model, stream_scales=[np.asarray(s, np.float32).tolist() for s in scales])
+    for i, block in enumerate(_encoder(copy).transformer_layers):
+        s_x, s_a = scales[2 * i], scales[2 * i + 1]
+        for layer, s in ((block.attention.qkv, s_x), (block.intermediate, s_a)):  # read the stream
             layer.kernel.assign(layer.kernel.numpy() * s[:, None])
-        for layer, s in dense_out:
+        for layer, s in ((block.attention.output_dense, s_x), (block.output_dense, s_a)):  # write it
             layer.kernel.assign(layer.kernel.numpy() / s[None, :])
             layer.bias.assign(layer.bias.numpy() / s)
-        for norm, s_in, s_out in norms:
-            norm.stream_scales = (s_in, s_out)
-        yield scales
-    finally:
-        for variable, value in saved:
-            variable.assign(value)
-        for norm, _, _ in norms:
-            norm.stream_scales = None
+    return copy

@@ -125,6 +125,12 @@ def text_input_signature(spec):
     return sig
 
 
+def write_archive(path, model, endpoints, assets=()):
+    """Writes a SavedModel of ``endpoints`` ((name, function, input signature) triples) at ``path``,
+    tracking ``model``'s variables and the ``assets`` files; the TFLite converter reads such a folder."""
+    return _write_archive(path, model, endpoints, assets)
+
+
 def _write_archive(path, model, endpoints, assets=()):
     """Writes endpoints [(name, fn, input_signature)] as a SavedModel (model: unused, kept for callers)."""
     import keras

@@ -1,49 +1,25 @@
-"""Activation lookup shared by the Transformer block and the MLM head."""
+"""Activation lookup shared by the Transformer block and the MLM head.
+
+`_ACTIVATIONS` is the table of the names a config may give (`bert_keras.config.ACTIVATIONS`
+lists the same names, checked by the tests); the exact GELU's math is in `ops.gelu`.
+"""
 
 import keras
 from keras import ops
+
+from bert_keras.layers.ops import gelu as gelu_ops
 
 
 def gelu(x, fused_kernel=False):
     """Exact GELU, x * Phi(x) with the erf form (the paper; Hugging Face "gelu").
 
-    float32 inputs take `keras.ops.gelu`.  bfloat16/float16 inputs are computed in
-    float32: on CPU, element-wise bf16 math is emulated, and the erf form's ten
-    element-wise ops (forward and autodiff backward, one pass over [B, L, 4H] each)
-    dominate a bf16 step otherwise.  With ``fused_kernel`` (TensorFlow; the layers pass
-    `fused.use_fused`, false for packed tokens, whose shapes change with every batch and
-    would compile an XLA kernel each), the forward and a hand-written backward are one XLA
-    loop each (`fused.gelu`); otherwise a hand-written gradient reuses the forward's Phi(x).
+    `ops.gelu.gelu` (float32 inside for 16-bit inputs, a hand-written gradient); with
+    ``fused_kernel`` (the kernel plan's ``gelu`` "xla": 16 bits on TensorFlow, padded tokens)
+    a 16-bit input takes `ops.gelu.gelu_xla`, one XLA loop each way.
     """
-    if keras.backend.standardize_dtype(x.dtype) == "float32":
-        return ops.gelu(x, approximate=False)
-    if fused_kernel:
-        from bert_keras.layers import fused
-
-        return fused.gelu(x)
-    return _gelu_in_float32(x)
-
-
-def _normal_cdf(x):
-    """Phi(x), the standard normal CDF (erf form)."""
-    return 0.5 * (1.0 + ops.erf(x * 0.7071067811865476))
-
-
-def _normal_pdf(x):
-    """phi(x), the standard normal density."""
-    return ops.exp(-0.5 * ops.square(x)) * 0.3989422804014327
-
-
-@ops.custom_gradient
-def _gelu_in_float32(x):
-    xf = ops.cast(x, "float32")
-    cdf = _normal_cdf(xf)
-
-    def grad(*args, upstream=None):
-        upstream = args[0] if upstream is None else upstream
-        return ops.cast(ops.cast(upstream, "float32") * (cdf + xf * _normal_pdf(xf)), x.dtype)
-
-    return ops.cast(xf * cdf, x.dtype), grad
+    if fused_kernel and keras.backend.standardize_dtype(x.dtype) != "float32":
+        return gelu_ops.gelu_xla(x)
+    return gelu_ops.gelu(x)
 
 
 def gelu_approximate(x):

@@ -1,7 +1,7 @@
 """The MLM cross-entropy of pre-training as TensorFlow kernels (the loss of `PretrainLoop` and,
-where `fused.use_fused` allows it, of `BertPretrainer.compute_loss`)."""
+where the kernel plan's ``loss`` is "xla", of `BertPretrainer.compute_loss`)."""
 
-from bert_keras.layers import fused
+from bert_keras.layers.ops.xla import compiled
 
 
 def sparse_softmax_cross_entropy(labels, logits):
@@ -16,11 +16,11 @@ def sparse_softmax_cross_entropy(labels, logits):
     @tf.custom_gradient
     def cross_entropy(logits):
         row_max = tf.stop_gradient(tf.reduce_max(logits, -1))
-        log_normaliser = tf.math.log(fused._compiled("exp_sum", _exp_sum)(logits, row_max)) + row_max
+        log_normaliser = tf.math.log(compiled("exp_sum", _exp_sum)(logits, row_max)) + row_max
         picked = tf.gather(logits, labels[:, None], batch_dims=1)[:, 0]
 
         def grad(upstream):
-            return fused._compiled("cross_entropy_gradient", _cross_entropy_gradient)(
+            return compiled("cross_entropy_gradient", _cross_entropy_gradient)(
                 upstream, logits, log_normaliser, labels)
 
         return log_normaliser - picked, grad

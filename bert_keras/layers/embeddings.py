@@ -3,9 +3,11 @@
 import keras
 from keras import ops
 
-from bert_keras.layers import fused
+from bert_keras.layers import plan
 from bert_keras.layers.dropout import Dropout
 from bert_keras.layers.normalization import LayerNorm
+from bert_keras.layers.ops import dropout as dropout_ops
+from bert_keras.layers.ops import layer_norm as layer_norm_ops
 
 
 @keras.saving.register_keras_serializable(package="bert_keras")
@@ -19,15 +21,17 @@ class BertEmbeddings(keras.layers.Layer):
 
     The position table has ``max_position_embeddings`` rows from the start (the
     paper's two-phase schedule trains rows 128..511 only in phase 2); a sequence
-    of length L uses rows 0..L-1.  ``kernels`` (`bert_keras.layers.fused.KERNELS`): in
-    16-bit training where `fused.use_fused` allows it, the sum, LayerNorm and dropout are one
-    XLA kernel (`fused.embeddings_layer_norm_dropout`).
+    of length L uses rows 0..L-1.  ``kernels`` (`bert_keras.layers.plan.KERNELS`): in
+    16-bit training where the kernel plan chooses "xla", the sum, LayerNorm and dropout are one
+    XLA kernel (`ops.layer_norm.embeddings_layer_norm_dropout`).  ``stream_scales``: the
+    LayerNorm's (`LayerNorm`).
     """
 
     def __init__(self, vocab_size, hidden_size, max_position_embeddings=512, type_vocab_size=2,
-                 dropout=0.1, layer_norm_eps=1e-12, initializer_range=0.02, kernels="auto", **kwargs):
+                 dropout=0.1, layer_norm_eps=1e-12, initializer_range=0.02, kernels="auto", stream_scales=None,
+                 **kwargs):
         super().__init__(**kwargs)
-        self.kernels = fused.check_kernels(kernels)
+        self.kernels = plan.check_kernels(kernels)
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.max_position_embeddings = max_position_embeddings
@@ -43,7 +47,8 @@ class BertEmbeddings(keras.layers.Layer):
             type_vocab_size, hidden_size, embeddings_initializer=init, dtype=self.dtype_policy,
             name="segment_embedding")
         self.layer_norm = LayerNorm(
-            epsilon=layer_norm_eps, kernels=kernels, dtype=self.dtype_policy, name="layer_norm")
+            epsilon=layer_norm_eps, kernels=kernels, stream_scales=stream_scales, dtype=self.dtype_policy,
+            name="layer_norm")
         self.dropout = Dropout(dropout, kernels=kernels, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
@@ -66,11 +71,12 @@ class BertEmbeddings(keras.layers.Layer):
         else:
             positions = self.position_embeddings[:ops.shape(token_ids)[1]][None]
         token, segment = self.token_embedding(token_ids), self.segment_embedding(segment_ids)
-        if packing is None and training and fused.use_fused(self.kernels, self.compute_dtype):
+        choice = plan.current_plan(self.kernels, self.compute_dtype, training, packed=packing is not None)
+        if choice.embeddings == "xla":
             norm = self.layer_norm
-            return fused.embeddings_layer_norm_dropout(
+            return layer_norm_ops.embeddings_layer_norm_dropout(
                 token, segment, positions[0], norm.gamma.value, norm.beta.value, norm.epsilon,
-                *fused.dropout_mask_args(self.dropout, ops.shape(token)))
+                *dropout_ops.mask_args(self.dropout, ops.shape(token)))
         x = token + segment + ops.cast(positions, self.compute_dtype)
         return self.dropout(self.layer_norm(x, training=training), training=training)
 
@@ -88,4 +94,6 @@ class BertEmbeddings(keras.layers.Layer):
             "layer_norm_eps": self.layer_norm_eps,
             "initializer_range": self.initializer_range,
             "kernels": self.kernels,
+            **({} if self.layer_norm.stream_scales is None
+               else {"stream_scales": self.layer_norm.get_config()["stream_scales"]}),
         }

@@ -4,9 +4,10 @@ import keras
 from keras import ops
 
 from bert_keras import _private_api
-from bert_keras.layers import fused
+from bert_keras.layers import plan
 from bert_keras.layers.activations import activate, get_activation
 from bert_keras.layers.normalization import LayerNorm
+from bert_keras.layers.ops import dense as dense_ops
 
 
 def gather_positions(sequence, positions):
@@ -54,9 +55,9 @@ class MaskedLMHead(keras.layers.Layer):
     encoder's ``token_embedding`` layer.  Logits are computed only at the masked
     positions, so the [*, V] projection costs B*P rows instead of B*L.
 
-    ``kernels`` (`bert_keras.layers.fused.KERNELS`): the LayerNorm's and GELU's choice, and in
-    bf16 on a CPU whose bf16 matmuls are emulated, the float32 projection
-    `fused.tied_logits_float32`.
+    ``kernels`` (`bert_keras.layers.plan.KERNELS`): an input of the kernel plan, which chooses
+    the LayerNorm and the GELU and, in bf16 on a CPU whose bf16 matmuls are emulated, the
+    float32 projection `ops.dense.tied_logits_float32`.
 
     Call:
         sequence_output [B, L, H], masked_positions int32 [B, P].
@@ -68,7 +69,7 @@ class MaskedLMHead(keras.layers.Layer):
                  kernels="auto", **kwargs):
         super().__init__(**kwargs)
         get_activation(hidden_act)  # an unknown name fails here
-        self.kernels = fused.check_kernels(kernels)
+        self.kernels = plan.check_kernels(kernels)
         self.token_embedding = token_embedding
         self.hidden_act = hidden_act
         self.layer_norm_eps = layer_norm_eps
@@ -89,7 +90,8 @@ class MaskedLMHead(keras.layers.Layer):
 
     def call(self, sequence_output, masked_positions, training=None):
         x = gather_positions(sequence_output, masked_positions)
-        x = activate(self.hidden_act, self.transform(x), fused_kernel=fused.use_fused(self.kernels, x.dtype))
+        choice = plan.current_plan(self.kernels, self.compute_dtype, training)
+        x = activate(self.hidden_act, self.transform(x), fused_kernel=choice.gelu == "xla")
         x = self.layer_norm(x, training=training)
         table = _private_api.stored_value(self.token_embedding.embeddings)  # its own dtype, not autocast
         if keras.backend.backend() == "tensorflow":
@@ -97,8 +99,8 @@ class MaskedLMHead(keras.layers.Layer):
 
             shape = tf.shape(x)
             rows = tf.reshape(x, [-1, self.hidden_size])
-            if table.dtype == tf.float32 and fused.use_tied_logits_float32(self.kernels, x.dtype):
-                logits = fused.tied_logits_float32(rows, table)
+            if table.dtype == tf.float32 and choice.mlm_logits == "float32":
+                logits = dense_ops.tied_logits_float32(rows, table)
             else:
                 # x E^T as one matmul with transpose_b: the gradient for E comes out [V, H]
                 # directly instead of as [H, V] plus a transpose of the whole table.

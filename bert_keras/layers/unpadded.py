@@ -15,13 +15,13 @@ path computes for them (which nothing should read).
 
 Chosen by the encoder's ``real_tokens_only`` option (`BertEncoder`; the per-sequence task
 models, `BertClassifier` and `BertMultipleChoice`, ask for it in every inference call,
-`models.tasks`), and only where `use_unpadded` agrees: inference (``training`` false), the
-TensorFlow backend and additive attention masking (the full-integer TFLite export traces
-"select" masking).  The packing's data-dependent shapes cannot be XLA-compiled, so a call
-being traced into an XLA compile takes the padded path.
+`models.tasks`), and only where `use_unpadded` agrees: the kernel plan allows it
+(`bert_keras.layers.plan.KernelPlan.packing`: inference, the TensorFlow backend, not traced
+into an XLA compile, whose data-dependent shapes the packing cannot have) and every block
+masks additively (the full-integer TFLite export traces "select" masking).
 """
 
-import keras
+from bert_keras.layers import plan
 
 # The name scope of the packing ops: a traced graph took this path if a node name holds it.
 SCOPE = "real_tokens_only"
@@ -29,11 +29,7 @@ SCOPE = "real_tokens_only"
 
 def use_unpadded(encoder, training, real_tokens_only):
     """True where ``encoder`` (a `BertEncoder`) should run this call on the real tokens only."""
-    from bert_keras import _private_api
-
-    if not real_tokens_only or training or keras.backend.backend() != "tensorflow":
-        return False
-    if _private_api.in_xla_compile():
+    if not real_tokens_only or not plan.current_plan(training=training).packing:
         return False
     return all(block.attention.masking == "additive" for block in encoder.transformer_layers)
 

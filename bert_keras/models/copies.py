@@ -1,7 +1,7 @@
 """`with_options`: a copy of a model with other execution options and the same weights."""
 
 # Options of the encoder (`BertEncoder`) and of the per-sequence task models.
-ENCODER_OPTIONS = ("kernels", "masking", "real_tokens_only")
+ENCODER_OPTIONS = ("kernels", "masking", "real_tokens_only", "stream_scales")
 
 
 def with_options(model, **options):
@@ -9,8 +9,8 @@ def with_options(model, **options):
 
     The exporters trace such a copy (int8 TFLite with "select" masking, say) instead of
     changing the caller's model, so a model in use elsewhere, in another thread too, never
-    sees a switch flip.  ``options``: ``kernels``, ``masking`` and ``real_tokens_only`` of the
-    encoder; ``real_tokens_only`` also sets the task model's own (`BertClassifier`,
+    sees a switch flip.  ``options``: ``kernels``, ``masking``, ``real_tokens_only`` and
+    ``stream_scales`` of the encoder; ``real_tokens_only`` also sets the task model's own (`BertClassifier`,
     `BertMultipleChoice`).  Attributes the checkpoint loader records (``vocab_path``,
     ``lower_case``, ...) are carried over.
 

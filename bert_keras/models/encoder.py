@@ -1,12 +1,12 @@
 """`BertEncoder`: embeddings -> N post-LN Transformer blocks -> pooler."""
 
 import keras
+import numpy as np
 
 from bert_keras.config import BertConfig
 from bert_keras.layers import BertEmbeddings, BertPooler, TransformerBlock, attention_bias_from_padding_mask, unpadded
 from bert_keras.models.inference import InMemoryPredict
-
-INPUT_NAMES = ("token_ids", "segment_ids", "padding_mask")
+from bert_keras.models.inputs import INPUT_NAMES
 
 
 def encoder_inputs(prefix_shape=()):
@@ -37,7 +37,8 @@ class BertEncoder(InMemoryPredict):
         ((1, 4, 128), (1, 128))
 
     Options (none changes the weights; each is in `get_config`):
-        kernels: where the TensorFlow kernels of `bert_keras.layers.fused` replace steps of
+        kernels: an input of the kernel plan (`bert_keras.layers.plan`), which chooses where the
+            TensorFlow kernels of `bert_keras.layers.fused` replace steps of
             the layers' math: "auto" (default: 16-bit training on a CPU, never inside an
             XLA compile), "fused" (any TensorFlow device) or "plain" (keras.ops only).
         masking: the attention's padding mask, "additive" (default) or "select" (bounded
@@ -47,10 +48,13 @@ class BertEncoder(InMemoryPredict):
             positions, 0 at the padding of ``sequence_output``.  Default False, so that
             every position equals the reference implementations'; a call may pass
             ``real_tokens_only=`` to override it (the per-sequence task models do).
+        stream_scales: None (default), or the 2N + 1 per-channel factors [H] of a residual stream
+            stored rescaled, for full-integer TFLite (`bert_keras.export.residual_scaling`, which
+            also folds them into the weights of the copy it makes).
     """
 
     def __init__(self, config=None, dtype=None, kernels="auto", masking="additive", real_tokens_only=False,
-                 **kwargs):
+                 stream_scales=None, **kwargs):
         if config is None:
             config = BertConfig()
         elif isinstance(config, dict):
@@ -62,14 +66,18 @@ class BertEncoder(InMemoryPredict):
                                          max_position_embeddings=c.max_position_embeddings,
                                          type_vocab_size=c.type_vocab_size, dropout=c.dropout,
                                          layer_norm_eps=c.layer_norm_eps,
-                                         initializer_range=c.initializer_range, kernels=kernels, dtype=dtype,
-                                         name="embeddings")
+                                         initializer_range=c.initializer_range, kernels=kernels,
+                                         stream_scales=None if stream_scales is None else (None, stream_scales[0]),
+                                         dtype=dtype, name="embeddings")
         transformer_layers = [
             TransformerBlock(hidden_size=c.hidden_size, num_heads=c.num_heads,
                              intermediate_size=c.intermediate_size, hidden_act=c.hidden_act, dropout=c.dropout,
                              attention_dropout=c.attention_dropout, layer_norm_eps=c.layer_norm_eps,
-                             initializer_range=c.initializer_range, masking=masking, kernels=kernels, dtype=dtype,
-                             name=f"transformer_layer_{i}")
+                             initializer_range=c.initializer_range, masking=masking, kernels=kernels,
+                             stream_scales=None if stream_scales is None else (
+                                 (stream_scales[2 * i], stream_scales[2 * i + 1]),
+                                 (stream_scales[2 * i + 1], stream_scales[2 * i + 2])),
+                             dtype=dtype, name=f"transformer_layer_{i}")
             for i in range(c.num_layers)
         ]
         pooler = BertPooler(c.hidden_size, c.initializer_range, dtype=dtype, name="pooler")
@@ -89,6 +97,7 @@ class BertEncoder(InMemoryPredict):
         self.kernels = kernels
         self.masking = masking
         self.real_tokens_only = bool(real_tokens_only)
+        self.stream_scales = None if stream_scales is None else tuple(np.asarray(s, np.float32) for s in stream_scales)
 
     def call(self, inputs, training=None, mask=None, real_tokens_only=None):
         if real_tokens_only is None:
@@ -112,6 +121,7 @@ class BertEncoder(InMemoryPredict):
     def get_config(self):
         return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable,
                 "kernels": self.kernels, "masking": self.masking, "real_tokens_only": self.real_tokens_only,
+                **({} if self.stream_scales is None else {"stream_scales": [s.tolist() for s in self.stream_scales]}),
                 # A functional Model reports float32 whatever its dtype argument; the layers
                 # hold the policy the encoder was built with.
                 "dtype": keras.dtype_policies.serialize(self.embeddings.dtype_policy)}

@@ -7,6 +7,8 @@ import weakref
 import keras
 import numpy as np
 
+from bert_keras.models.inputs import INPUT_NAMES
+
 # model -> its function; not an attribute of the model, which Keras and SavedModel would track.
 _FUNCTIONS = weakref.WeakKeyDictionary()
 
@@ -141,7 +143,7 @@ def _padded_predict(model):
         padded_length = -(-length // LENGTH_MULTIPLE) * LENGTH_MULTIPLE
         if padded_length != length:
             pad = padded_length - length
-            arrays = {name: (np.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, pad)]) if name in _SEQUENCE_INPUTS else x)
+            arrays = {name: (np.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, pad)]) if name in INPUT_NAMES else x)
                       for name, x in arrays.items()}
         outputs = model.predict_on_batch(arrays)
         if arrays["padding_mask"].ndim != 2 or padded_length == length:
@@ -152,9 +154,6 @@ def _padded_predict(model):
         return np.asarray(outputs)[:, :length] if per_token else np.asarray(outputs)
 
     return fn
-
-
-_SEQUENCE_INPUTS = ("token_ids", "segment_ids", "padding_mask")
 
 
 def _in_memory_rows(x):
