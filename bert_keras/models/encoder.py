@@ -38,7 +38,7 @@ class BertEncoder(InMemoryPredict):
 
     Options (none changes the weights; each is in `get_config`):
         kernels: an input of the kernel plan (`bert_keras.layers.plan`), which chooses where the
-            TensorFlow kernels of `bert_keras.layers.fused` replace steps of
+            TensorFlow kernels of `bert_keras.layers.ops` replace steps of
             the layers' math: "auto" (default: 16-bit training on a CPU, never inside an
             XLA compile), "fused" (any TensorFlow device) or "plain" (keras.ops only).
         masking: the attention's padding mask, "additive" (default) or "select" (bounded
