@@ -306,9 +306,9 @@ def test_cli_finetune_evaluate_and_predict_run_on_this_backend(tmp_path, minilm_
 
 
 def test_cli_pretrain_names_its_backend_in_its_first_line(tmp_path, minilm_dir):
-    """`bert-keras pretrain` runs on JAX from a JAX shell (keras.distribution.DataParallel) and on
-    TensorFlow (tf.distribute) from any other; its first line names the backend and devices, and
-    the checkpoint it writes loads on this backend."""
+    """`bert-keras pretrain` runs on the shell's backend: JAX (keras.distribution.DataParallel),
+    PyTorch (one device) or TensorFlow (tf.distribute); its first line names the backend and
+    devices (no silent switch), and the checkpoint it writes loads on this backend."""
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n\n".join("\n".join(f"the film number {d} was {w} and long ." for w in
                                             ("great", "awful", "quiet", "loud", "slow", "fast"))
@@ -322,7 +322,8 @@ def test_cli_pretrain_names_its_backend_in_its_first_line(tmp_path, minilm_dir):
         capture_output=True, text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     first = proc.stdout.splitlines()[0]
-    expected = "backend: jax, DataParallel, " if BACKEND == "jax" else "backend: tensorflow, "
+    expected = {"jax": "backend: jax, DataParallel, ", "torch": "backend: torch, one device, "}.get(
+        BACKEND, "backend: tensorflow, ")
     assert first.startswith(expected) and "1 replica(s) on " in first, first
     pre = bk.load_checkpoint(tmp_path / "run" / "final", task="pretraining")
     x, _ = _pretraining_batch(seed=5)
