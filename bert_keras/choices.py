@@ -2,7 +2,7 @@
 
 - `MIXED_PRECISION`: `--mixed-precision` / `mixed_precision=` of pre-training
   and fine-tuning -> the Keras dtype policy of the model (None: float32).
-- `QUANTIZE`: TFLite quantisation variants (`export.tflite_convert` explains
+- `QUANTIZE`: TFLite quantisation variants (`export.tflite.convert` explains
   each); `CALIBRATED`: the ones calibrated on real sentences.
 """
 
