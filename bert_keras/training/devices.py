@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 import keras
+import numpy as np
 
 from bert_keras.errors import BertKerasError
 
@@ -61,6 +62,16 @@ def select_devices(strategy, tpu=None):
     for d in jax.devices(kind):
         firsts.setdefault(d.process_index, f"{d.platform}:{d.id}")
     return [firsts[p] for p in sorted(firsts)]
+
+
+def gather_from_processes(array):
+    """A JAX array split over the processes of a job, whole, as numpy on every process."""
+    backend_module("jax")  # a one-line error where jax is missing
+    try:
+        from jax.experimental import multihost_utils
+    except ImportError as e:
+        raise BertKerasError(f"gathering outputs across processes needs jax.experimental ({e})") from None
+    return np.asarray(multihost_utils.process_allgather(array, tiled=True))
 
 
 def join_processes(strategy) -> tuple[int, int]:

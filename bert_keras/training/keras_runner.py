@@ -349,11 +349,9 @@ class _KerasRun(RunFiles):
 
     def global_forward(self):
         """The model on this process's share of a batch, its outputs gathered from every process."""
-        from jax.experimental import multihost_utils
-
         def forward(features):
             out = self.model.predict_on_batch(self.local(features))
-            return {k: np.asarray(multihost_utils.process_allgather(v, tiled=True)) for k, v in out.items()}
+            return {k: devices.gather_from_processes(v) for k, v in out.items()}
         return forward
 
     def export_final(self):
