@@ -33,7 +33,6 @@ import json
 import logging
 import os
 import shutil
-import time
 import zipfile
 import zlib
 
@@ -243,7 +242,7 @@ class _KerasRun(RunFiles):
         self.phase = phase
         batches = self.phase_batches(phase)
         end = self.phase_end(phase)
-        self.window, self.window_steps, self.window_start = np.zeros(len(_STATS)), 0, time.perf_counter()
+        self.start_window()
         # SIGTERM: save, then stop, between steps (one process of several cannot stop alone)
         with checkpoint_files.StopOnSigterm(enabled=self.processes == 1) as stop:
             while self.step < end:
@@ -255,15 +254,14 @@ class _KerasRun(RunFiles):
 
     def train_step(self, batches, phase, end):
         """One optimiser step (k micro-batches), then its log and checkpoint."""
-        cfg, k = self.cfg, self.accumulation
+        k = self.accumulation
         stats = np.zeros(len(_STATS))
         micro_batches = [next(batches) for _ in range(k)]
         # the loss of one k-times larger batch: every micro-batch's MLM sum over the k's total count
         total = sum(float(np.sum(labels["masked_weights"])) for _, labels in micro_batches) + 1e-5
         for features, labels in micro_batches:
-            fed = dict(labels, mlm_denominator=np.full(len(labels["next_sentence_label"]), total / k, "float32"))
-            if k == 1:
-                fed.pop("mlm_denominator")
+            fed = labels if k == 1 else dict(
+                labels, mlm_denominator=np.full(len(labels["next_sentence_label"]), total / k, "float32"))
             # every process reads the whole global batch and feeds its share (the job's is the whole)
             logs = self.model.train_on_batch(self.local(features), self.local(fed), return_dict=True)
             mlm_count = float(np.sum(labels["masked_weights"]))
@@ -273,19 +271,7 @@ class _KerasRun(RunFiles):
         if not np.all(np.isfinite(stats[:3])):
             raise NonFiniteLossError(f"loss is {stats[0]} at step {self.step + 1} (phase {phase}); training "
                                      "stopped, " + checkpoint_files.kept_checkpoint(self.last_saved, self.ckpt_dir))
-        self.step += 1
-        self.trained += 1
-        self.window += stats
-        self.window_steps += 1
-        elapsed = time.perf_counter() - self.window_start
-        self.progbar.update(self.step, values=[
-            ("loss", stats[0]), ("mlm_acc", stats[3] / max(stats[4], 1)),
-            ("nsp_acc", stats[5] / max(stats[6], 1)), ("steps/s", self.window_steps / max(elapsed, 1e-9))])
-        if self.step % cfg.log_every == 0 or self.step == end:
-            self.log(phase, self.window, self.window_steps, elapsed)
-            self.window, self.window_steps, self.window_start = np.zeros(len(_STATS)), 0, time.perf_counter()
-        if self.step % cfg.checkpoint_every == 0 or self.step == end:
-            self.save()
+        self.account(phase, end, stats, 1)
 
     def local(self, batch):
         """This process's share of a global batch (all of it with one process)."""

@@ -72,7 +72,6 @@ import contextlib
 import json
 import logging
 import os
-import time
 
 import keras
 import numpy as np
@@ -82,7 +81,7 @@ from bert_keras.errors import BertKerasError
 from bert_keras.progress import Progress  # Keras' bar on a terminal, plain lines in a log
 from bert_keras.training import checkpoint_files, distribute
 from bert_keras.training.evaluation import evaluate_pretrainer
-from bert_keras.training.loop import (_STATS, NonFiniteLossError, PretrainLoop, pretraining_terms,
+from bert_keras.training.loop import (NonFiniteLossError, PretrainLoop, pretraining_terms,
                                       sparse_softmax_cross_entropy)
 from bert_keras.training.optimization import create_optimizer
 from bert_keras.training.pretrain_config import (MIXED_PRECISION, SCHEDULES, PhasedSchedule, PretrainConfig,
@@ -305,7 +304,7 @@ class _Run(RunFiles):
         self.phase_var.assign(phase)
         iterator = self.phase_dataset(phase)
         end = self.phase_end(phase)
-        self.window, self.window_steps, self.window_start = np.zeros(len(_STATS)), 0, time.perf_counter()
+        self.start_window()
         # SIGTERM saves and stops between calls.  Several workers must save together, which a signal
         # to one of them cannot arrange (tf.distribute's PreemptionCheckpointHandler does that).
         multiworker = isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy)
@@ -326,20 +325,8 @@ class _Run(RunFiles):
             raise NonFiniteLossError(
                 f"loss is {totals[0] / n} at step {self.step + n} (phase {phase}); training stopped, "
                 + checkpoint_files.kept_checkpoint(self.last_saved, self.ckpt_dir))
-        self.step += n
-        self.trained += n
-        self.step_var.assign(self.step)
-        self.window += totals
-        self.window_steps += n
-        elapsed = time.perf_counter() - self.window_start
-        self.progbar.update(self.step, values=[
-            ("loss", totals[0] / n), ("mlm_acc", totals[3] / max(totals[4], 1)),
-            ("nsp_acc", totals[5] / max(totals[6], 1)), ("steps/s", self.window_steps / max(elapsed, 1e-9))])
-        if self.step % cfg.log_every == 0 or self.step == end:
-            self.log(phase, self.window, self.window_steps, elapsed)
-            self.window, self.window_steps, self.window_start = np.zeros(len(_STATS)), 0, time.perf_counter()
-        if self.step % cfg.checkpoint_every == 0 or self.step == end:
-            self.save()
+        self.step_var.assign(self.step + n)
+        self.account(phase, end, totals, n)
 
     def save(self):
         kept = checkpoint_files.kept_checkpoint(self.last_saved, self.ckpt_dir)

@@ -12,10 +12,12 @@ import os
 import time
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from bert_keras.errors import BertKerasError
 from bert_keras.text.vocab import load_vocab, token_ids
+from bert_keras.training.loop import _STATS
 from bert_keras.training.pretrain_config import _file_list, _read_text, check_resume_options, split_heldout
 from bert_keras.writing import write_text
 
@@ -93,7 +95,30 @@ def metrics_record(cfg, schedule, step, phase, window, steps, elapsed) -> dict:
 
 class RunFiles:
     """The steps both runners share; a runner sets ``cfg``, ``latest``, ``model_dir``,
-    ``config_path`` and ``say`` before calling them."""
+    ``config_path`` and ``say`` before calling them, and has ``log`` and ``save``."""
+
+    def start_window(self):
+        """A fresh log window: the statistics (`loop._STATS`) summed since the last metrics line."""
+        self.window, self.window_steps, self.window_start = np.zeros(len(_STATS)), 0, time.perf_counter()
+
+    def account(self, phase, end, totals, steps):
+        """After ``steps`` optimiser steps whose statistics sum to ``totals``: the progress, the
+        metrics line every ``log_every`` steps and the checkpoint every ``checkpoint_every`` (and at
+        the phase's ``end``)."""
+        cfg = self.cfg
+        self.step += steps
+        self.trained += steps
+        self.window += totals
+        self.window_steps += steps
+        elapsed = time.perf_counter() - self.window_start
+        self.progbar.update(self.step, values=[
+            ("loss", totals[0] / steps), ("mlm_acc", totals[3] / max(totals[4], 1)),
+            ("nsp_acc", totals[5] / max(totals[6], 1)), ("steps/s", self.window_steps / max(elapsed, 1e-9))])
+        if self.step % cfg.log_every == 0 or self.step == end:
+            self.log(phase, self.window, self.window_steps, elapsed)
+            self.start_window()
+        if self.step % cfg.checkpoint_every == 0 or self.step == end:
+            self.save()
 
     def resolve_model(self):
         """Options vs the recorded run (on resume) and vs the init checkpoint -> `ModelSpec`."""
