@@ -13,9 +13,6 @@ from bert_keras.errors import BertKerasError
 from bert_keras.utils import read_json
 from bert_keras.writing import write_json
 
-# Activation names accepted in configs.  "gelu" is the exact erf form (the paper,
-# Hugging Face "gelu"); the tanh approximation has its own names.
-ACTIVATIONS = ("gelu", "gelu_approximate", "gelu_new", "gelu_pytorch_tanh", "relu", "silu", "swish", "tanh")
 
 # name: (num_layers, hidden_size, num_heads); intermediate size is always 4H.
 # tiny..medium are Google's compact models (Turc et al., 2019), base/large the paper's.
@@ -115,9 +112,11 @@ class BertConfig:
             raise BertKerasError(
                 f"BertConfig.hidden_size ({self.hidden_size}) must be divisible by "
                 f"num_heads ({self.num_heads})")
-        if self.hidden_act not in ACTIVATIONS:
+        from bert_keras.layers.activations import activation_names
+
+        if self.hidden_act not in activation_names():
             raise BertKerasError(
-                f"BertConfig.hidden_act {self.hidden_act!r} is not one of {', '.join(ACTIVATIONS)}")
+                f"BertConfig.hidden_act {self.hidden_act!r} is not one of {', '.join(activation_names())}")
         for name in ("dropout", "attention_dropout"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
@@ -210,3 +209,12 @@ class BertConfig:
                     "layer_norm_eps": self.layer_norm_eps, "pad_token_id": 0,
                     "position_embedding_type": "absolute"}
         raise BertKerasError(f"unknown config flavor {flavor!r}; choose bert_keras, google or huggingface")
+
+
+def __getattr__(name):
+    # The activation names a config accepts are those of the activation table (written once there).
+    if name == "ACTIVATIONS":
+        from bert_keras.layers.activations import activation_names
+
+        return activation_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -107,7 +107,7 @@ def _remove_stale_temporaries(path) -> list:
     return removed
 
 
-def _device_or_pipe(path) -> bool:
+def device_or_pipe(path) -> bool:
     """Whether ``path`` exists and is neither a regular file nor a folder: a device or pipe
     (/dev/stdout, a FIFO), written to in place, never replaced or locked."""
     return os.path.exists(path) and not (os.path.isfile(path) or os.path.isdir(path))
@@ -126,7 +126,7 @@ def single_writer(path):
     the same path in one process is allowed.  URLs (``gs://``) are not locked.
     """
     path = os.fspath(path)
-    if "://" in path or _device_or_pipe(path):
+    if "://" in path or device_or_pipe(path):
         yield  # a URL, or a device or pipe (e.g. /dev/stdout): nothing of ours to replace there
         return
     import fcntl

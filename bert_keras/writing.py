@@ -26,7 +26,7 @@ import shutil
 import tempfile
 
 from bert_keras.errors import BertKerasError
-from bert_keras.locks import _device_or_pipe, single_writer
+from bert_keras.locks import device_or_pipe, single_writer
 
 
 # ------------------------------------------------------------------ a full disk
@@ -119,7 +119,7 @@ def atomic_write(path, write):
     path = os.fspath(path)
     if os.path.isdir(path):
         raise BertKerasError(f"{path}: is a folder; expected a file name")
-    if _device_or_pipe(path):
+    if device_or_pipe(path):
         write(path)  # a device or pipe (/dev/stdout, a FIFO): written to, never replaced
         return
     # a link is written through: its target is replaced, the link stays a link

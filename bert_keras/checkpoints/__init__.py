@@ -25,7 +25,7 @@ from bert_keras.errors import BertKerasError, CheckpointError
 
 __all__ = ["load_checkpoint", "save_checkpoint", "model_variables", "task_of", "open_checkpoint",
            "checkpoint_task", "checkpoint_metadata", "recorded_casing", "check_replaceable",
-           "is_complete_checkpoint", "METADATA_KEY", "TASKS"]
+           "is_complete_checkpoint", "names_in_checkpoint", "assign_variables", "METADATA_KEY", "TASKS"]
 
 _DEFAULT_HF_LABEL = re.compile(r"LABEL_(\d+)")
 
@@ -58,7 +58,8 @@ def checkpoint_task(path) -> str | None:
     return None
 
 
-def _their_names(raw, entry):
+def names_in_checkpoint(raw, entry):
+    """The names ``entry`` of the name table has in ``raw``'s flavour (ours, Hugging Face's, Google's)."""
     if raw.flavor == "bert_keras":
         return [entry.ours]
     if raw.flavor == "hf":
@@ -70,7 +71,7 @@ def _their_names(raw, entry):
 def _checkpoint_num_classes(raw, task):
     """The head size stored in the checkpoint for a classification-style task, if any."""
     entry = head_entries(task)[0]
-    name = _their_names(raw, entry)[0]
+    name = names_in_checkpoint(raw, entry)[0]
     if name not in raw:
         return None
     shape = raw.shape(name)
@@ -79,11 +80,11 @@ def _checkpoint_num_classes(raw, task):
 
 def _has_head(raw, task):
     entries = head_entries(task)
-    present = [all(n in raw for n in _their_names(raw, e)) for e in entries]
+    present = [all(n in raw for n in names_in_checkpoint(raw, e)) for e in entries]
     if task == "pretraining" and _mlm_only(raw):
         return False  # its masked-LM head is loaded by itself (`load_checkpoint`)
     if any(present) and not all(present):
-        missing = [_their_names(raw, e)[0] for e, p in zip(entries, present) if not p]
+        missing = [names_in_checkpoint(raw, e)[0] for e, p in zip(entries, present) if not p]
         raise CheckpointError(f"{raw.source}: incomplete {task} head, missing variable {missing[0]!r}")
     return bool(entries) and all(present)
 
@@ -95,17 +96,19 @@ def _mlm_entries():
 def _mlm_only(raw):
     """A masked-LM head without a next-sentence head beside it (keras-hub, Model Garden)."""
     def has(entries):
-        return [all(n in raw for n in _their_names(raw, e)) for e in entries]
+        return [all(n in raw for n in names_in_checkpoint(raw, e)) for e in entries]
 
     nsp = [e for e in head_entries("pretraining") if e not in _mlm_entries()]
     return all(has(_mlm_entries())) and not any(has(nsp))
 
 
-def _assign(raw, entries, variables):
+def assign_variables(raw, entries, variables):
+    """Assigns each entry's value in ``raw`` to ``variables[entry.ours]`` (transposed, split or joined
+    as the flavour stores it)."""
     flavor = "hf" if raw.flavor == "hf" else "google"
     for entry in entries:
         var = variables[entry.ours]
-        names = _their_names(raw, entry)
+        names = names_in_checkpoint(raw, entry)
         for name in names:
             if name not in raw:
                 raise CheckpointError(f"{raw.source}: missing variable {name!r} (for {entry.ours})")
@@ -172,7 +175,7 @@ def load_checkpoint(path, task=None, dtype=None, **head_kwargs):
     variables = model_variables(model)
     heads = _mlm_entries() if load_head == "mlm" else head_entries(task) if load_head else []
     entries = encoder_entries(config.num_layers) + heads
-    _assign(raw, entries, variables)
+    assign_variables(raw, entries, variables)
     model.vocab_path = raw.vocab_path
     from bert_keras.checkpoints.casing import recorded_lower_case
 

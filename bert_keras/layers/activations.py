@@ -1,7 +1,9 @@
 """Activation lookup shared by the Transformer block and the MLM head.
 
-`_ACTIVATIONS` is the table of the names a config may give (`bert_keras.config.ACTIVATIONS`
-lists the same names, checked by the tests); the exact GELU's math is in `ops.gelu`.
+`_ACTIVATIONS` is the table of the names a config may give, written once here
+(``bert_keras.config.ACTIVATIONS`` is `activation_names`).  "gelu" is the exact erf form (the
+paper, Hugging Face "gelu"); the tanh approximation has its own names.  The exact GELU's math is
+in `ops.gelu`.
 """
 
 import keras
@@ -37,6 +39,11 @@ _ACTIVATIONS = {
     "swish": keras.activations.silu,
     "tanh": keras.activations.tanh,
 }
+
+
+def activation_names() -> tuple:
+    """The names a config may give, in the table's order."""
+    return tuple(_ACTIVATIONS)
 
 
 def get_activation(name: str):

@@ -52,7 +52,7 @@ from bert_keras.text.wordpiece import WordPiece
 WORDPIECE = ("tensorflow_text", "core")
 
 
-def _usable(token: str) -> bool:
+def matchable_token(token: str) -> bool:
     # Tokens WordPiece can never match (empty, bare "##", containing
     # whitespace: words never do) are left out of the matcher; they keep their
     # ids, nothing maps to them, exactly as in Google's dictionary lookups.
@@ -158,11 +158,11 @@ class BertTokenizer(keras.layers.Layer):
         self._basic = BasicTokenizer(lower_case=self._lower_case)
         if wordpiece == "core":
             self._remap = None
-            self._wordpiece = WordPiece(self._ids, self.unk_id, self._max_chars_per_word, usable=_usable)
+            self._wordpiece = WordPiece(self._ids, self.unk_id, self._max_chars_per_word, usable=matchable_token)
             return
         # FastWordpieceTokenizer needs unique tokens; Google's dict keeps the
         # last id of a duplicated token, so give it those and map back.
-        matcher = sorted((i, t) for t, i in self._ids.items() if _usable(t))
+        matcher = sorted((i, t) for t, i in self._ids.items() if matchable_token(t))
         matcher_tokens = [t for _, t in matcher]
         matcher_ids = np.array([i for i, _ in matcher], dtype=np.int32)
         self._remap = None

@@ -201,7 +201,7 @@ def load_init_weights(model, folder: str) -> str:
 
     Returns the one-line report: which heads were loaded and which start fresh.
     """
-    from bert_keras.checkpoints import _assign, _their_names, model_variables, open_checkpoint
+    from bert_keras.checkpoints import assign_variables, names_in_checkpoint, model_variables, open_checkpoint
     from bert_keras.checkpoints.mapping import encoder_entries, head_entries
 
     raw = open_checkpoint(folder)
@@ -210,12 +210,12 @@ def load_init_weights(model, folder: str) -> str:
     loaded, fresh = [], []
     for head, prefix in HEADS.items():
         group = [e for e in everything if e.ours.startswith(prefix)]
-        if all(all(n in raw for n in _their_names(raw, e)) for e in group):
+        if all(all(n in raw for n in names_in_checkpoint(raw, e)) for e in group):
             entries += group
             loaded.append(head)
         else:
             fresh.append(head)
-    _assign(raw, entries, model_variables(model))
+    assign_variables(raw, entries, model_variables(model))
     kind = {"hf": "Hugging Face", "google": "Google TF1", "bert_keras": "bert-keras"}[raw.flavor]
     report = f"init: encoder{''.join(', ' + h for h in loaded if h != 'pooler')} loaded from {folder} ({kind})"
     if fresh:

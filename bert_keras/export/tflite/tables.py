@@ -100,7 +100,7 @@ def _double_array(children, token_of, alphabet_size):
 
 def build_trie(vocab_path) -> VocabTrie:
     """The trie of a vocab.txt, with the matchable tokens Google's WordPiece can look up."""
-    from bert_keras.text.tokenizer import _usable
+    from bert_keras.text.tokenizer import matchable_token
     from bert_keras.text.vocab import load_vocab, token_ids
 
     ids = token_ids(load_vocab(vocab_path))
@@ -109,7 +109,7 @@ def build_trie(vocab_path) -> VocabTrie:
             raise BertKerasError(f"{vocab_path}: no {name!r} token in the vocabulary")
     words, conts = {}, {}
     for token, i in ids.items():
-        if not _usable(token):
+        if not matchable_token(token):
             continue
         if token.startswith("##"):
             conts[token[2:]] = i

@@ -45,14 +45,14 @@ class DenseTextPacker(tf.Module):
         super().__init__()
         import tensorflow_text as tf_text
 
-        from bert_keras.text.tokenizer import _usable
+        from bert_keras.text.tokenizer import matchable_token
 
         vocab, ids = _read_vocab(vocab_path)
         for name in ("[UNK]", "[CLS]", "[SEP]", "[PAD]"):
             if name not in ids:
                 raise BertKerasError(f"{vocab_path}: no {name!r} token in the vocabulary")
         # As in BertTokenizer: unique matchable tokens, mapped back to the file's ids.
-        matcher = sorted((i, t) for t, i in ids.items() if _usable(t))
+        matcher = sorted((i, t) for t, i in ids.items() if matchable_token(t))
         self._remap = tf.constant([i for i, _ in matcher], tf.int32)
         self._needs_remap = [i for i, _ in matcher] != list(range(len(vocab)))
         self.seq_len = int(seq_len)
