@@ -221,7 +221,7 @@ def test_existing_run_resumes_and_takes_precedence_over_init(rxnfp, chem_corpus,
     again = _run(str(tmp_path / "elsewhere"), chem_corpus, run)  # init is not even opened
     out = capsys.readouterr().out
     assert again["trained_steps"] == 0 and first["step"] == again["step"] == 1
-    assert re.search(r"holds a run \(checkpoint ckpt-1\): resuming it; init .*elsewhere is not loaded", out)
+    assert re.search(r"holds a run \(checkpoint step-1\): resuming it; init .*elsewhere is not loaded", out)
     assert open(run / "final" / "model.safetensors", "rb").read() == weights
 
 

@@ -67,22 +67,68 @@ def _train(corpus, run, **overrides):  # noqa: F811
     return pretrain(PretrainConfig.from_dict(run_config(corpus, run, **overrides)))
 
 
-def _data_file(run, step):
-    folder = run / "checkpoints"
-    return folder / next(n for n in os.listdir(folder) if n.startswith(f"ckpt-{step}.data-"))
-
-
 def _variables(folder):
-    reader = tf.train.load_checkpoint(str(folder))
+    with np.load(folder / "model.npz") as model, np.load(folder / "optimizer.npz") as optimizer:
+        return {**{f"model/{k}": model[k] for k in model.files}, **{f"optimizer/{k}": optimizer[k] for k in optimizer.files}}
+
+
+def as_earlier_format(corpus, run, **overrides):  # noqa: F811
+    """Rewrites a run's step-N checkpoints the way the earlier TensorFlow runner wrote them: a
+    tf.train.Checkpoint of the model, the optimiser, the step, the phase and dropout's seed states,
+    saved by a tf.train.CheckpointManager as ckpt-N."""
+    import shutil
+
+    from bert_keras.training import keras_checkpoints
+    from bert_keras.training import pretrain as P
+
+    job = P._Run(PretrainConfig.from_dict(run_config(corpus, run, **overrides)), None)
+    job.resolve_model()
+    folders, job.checkpoints, job.latest = keras_checkpoints.step_folders(str(run / "checkpoints")), [], None
+    job.build_state()
+    step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step")
+    phase = tf.Variable(1, dtype=tf.int64, trainable=False, name="phase")
+    seed_states = [v for v in job.model.variables if "seed_generator" in v.path]
+    checkpoint = tf.train.Checkpoint(model=job.model, optimizer=job.optimizer, step=step, phase=phase,
+                                     seed_states=seed_states)
+    manager = tf.train.CheckpointManager(checkpoint, str(run / "checkpoints"), max_to_keep=None)
+    for folder in folders:
+        job.restore(folder)
+        step.assign(job.step)
+        phase.assign(job.phase)
+        manager.save(checkpoint_number=job.step)
+        shutil.rmtree(folder)
+
+
+def _old_variables(prefix):
+    reader = tf.train.load_checkpoint(str(prefix))
     return {k: reader.get_tensor(k) for k in reader.get_variable_to_shape_map() if k != "_CHECKPOINTABLE_OBJECT_GRAPH"}
 
 
 def test_a_torn_newest_checkpoint_is_named_set_aside_and_the_one_before_resumes(corpus, tmp_path, capsys):  # noqa: F811
     run = tmp_path / "run"
     _train(corpus, run, phase1_steps=6)
-    trained = _variables(run / "checkpoints" / "ckpt-6")
-    torn = _data_file(run, 6)
+    trained = _variables(run / "checkpoints" / "step-6")
+    torn = run / "checkpoints" / "step-6" / "model.npz"
     torn.write_bytes(torn.read_bytes()[:1000])  # the machine died while the file was written
+    capsys.readouterr()
+    result = _train(corpus, run, phase1_steps=6)
+    out = capsys.readouterr().out
+    assert re.search(r"step-6: unreadable \(.*\); resuming from the checkpoint before it, .*step-4$", out, re.M), out
+    assert re.search(r"resuming from .*step-4 at step 4$", out, re.M), out
+    assert result["step"] == 6 and result["trained_steps"] == 2
+    assert sorted(os.listdir(run / "checkpoints" / "unreadable")) == ["step-6"]
+    again = _variables(run / "checkpoints" / "step-6")
+    assert again.keys() == trained.keys() and [k for k in again if not np.array_equal(again[k], trained[k])] == []
+
+
+def test_a_torn_newest_checkpoint_of_the_earlier_format_is_set_aside_and_the_one_before_resumes(
+        corpus, tmp_path, capsys):  # noqa: F811
+    run = tmp_path / "run"
+    _train(corpus, run, phase1_steps=6)
+    trained = _variables(run / "checkpoints" / "step-6")
+    as_earlier_format(corpus, run, phase1_steps=6)
+    torn = run / "checkpoints" / "ckpt-6.data-00000-of-00001"
+    torn.write_bytes(torn.read_bytes()[:1000])
     capsys.readouterr()
     result = _train(corpus, run, phase1_steps=6)
     out = capsys.readouterr().out
@@ -91,13 +137,32 @@ def test_a_torn_newest_checkpoint_is_named_set_aside_and_the_one_before_resumes(
     assert re.search(r"resuming from .*ckpt-4 at step 4$", out, re.M), out
     assert result["step"] == 6 and result["trained_steps"] == 2
     assert sorted(os.listdir(run / "checkpoints" / "unreadable")) == ["ckpt-6.data-00000-of-00001", "ckpt-6.index"]
-    again = _variables(run / "checkpoints" / "ckpt-6")
+    # the run goes on in the one format: its step-6 is the uninterrupted run's
+    again = _variables(run / "checkpoints" / "step-6")
     assert again.keys() == trained.keys() and [k for k in again if not np.array_equal(again[k], trained[k])] == []
+
+
+def test_the_convert_command_writes_the_earlier_formats_newest_checkpoint_in_the_one_format(
+        corpus, tmp_path, capsys):  # noqa: F811
+    from bert_keras.cli import main
+
+    run = tmp_path / "run"
+    _train(corpus, run)
+    trained = _variables(run / "checkpoints" / "step-4")
+    as_earlier_format(corpus, run)
+    assert not (run / "checkpoints" / "step-4").exists()
+    capsys.readouterr()
+    assert main(["pretrain", "--config", str(run / "pretrain_config.json"), "--convert-checkpoints"]) == 0
+    assert re.search(r"step-4: written from the earlier format's checkpoint of step 4$", capsys.readouterr().out, re.M)
+    again = _variables(run / "checkpoints" / "step-4")  # what every backend resumes, equal to the run's own
+    assert again.keys() == trained.keys() and [k for k in again if not np.array_equal(again[k], trained[k])] == []
+    assert _train(corpus, run)["trained_steps"] == 0  # and the run is finished, as before
 
 
 def test_a_garbled_checkpoint_index_file_does_not_start_the_run_over(corpus, tmp_path, capsys):  # noqa: F811
     run = tmp_path / "run"
     _train(corpus, run)
+    as_earlier_format(corpus, run)
     (run / "checkpoints" / "checkpoint").write_text("garbage {{{")  # tf.train.latest_checkpoint says None
     capsys.readouterr()
     result = _train(corpus, run)
@@ -110,13 +175,13 @@ def test_when_no_checkpoint_reads_the_run_is_refused_with_the_command_to_start_o
     run = tmp_path / "run"
     _train(corpus, run)
     for step in (2, 4):
-        (run / "checkpoints" / f"ckpt-{step}.index").write_bytes(b"not an index")
-    with pytest.raises(BertKerasError, match=r"ckpt-4: unreadable \(.*sstable.*\), and no checkpoint before it "
+        (run / "checkpoints" / f"step-{step}" / "optimizer.npz").write_bytes(b"not an npz")
+    with pytest.raises(BertKerasError, match=r"step-4: unreadable \(.*\), and no checkpoint before it "
                                              r"reads either \(2 tried\): to start this run over, move .*checkpoints "
                                              r"away \(mv .*checkpoints .*checkpoints\.unreadable\)$"):
         _train(corpus, run)
-    assert sorted(os.listdir(run / "checkpoints")) == [  # nothing moved, nothing overwritten
-        "checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index", "ckpt-4.data-00000-of-00001", "ckpt-4.index"]
+    assert sorted(os.listdir(run / "checkpoints")) == ["step-2", "step-4"]  # nothing moved, nothing overwritten
+    assert (run / "checkpoints" / "step-4" / "optimizer.npz").read_bytes() == b"not an npz"
 
 
 def test_a_nan_before_any_checkpoint_says_none_was_kept(corpus, tmp_path):  # noqa: F811
@@ -142,12 +207,12 @@ def test_sigterm_saves_a_checkpoint_and_exits_143_with_the_line_to_resume(corpus
     monkeypatch.setattr(P._Run, "train_call", terminated_after_step_3)
     assert main(["pretrain", "--config", str(config)]) == 143
     err = capsys.readouterr().err.strip().splitlines()
-    assert re.fullmatch(r"bert-keras pretrain: stopped by SIGTERM at step 3: checkpoint .*ckpt-3 saved; rerun the same "
+    assert re.fullmatch(r"bert-keras pretrain: stopped by SIGTERM at step 3: checkpoint .*step-3 saved; rerun the same "
                         r"command to resume from it", err[-1]), err
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is the run's only
     monkeypatch.setattr(P._Run, "train_call", original)
     assert main(["pretrain", "--config", str(config)]) == 0
-    assert re.search(r"resuming from .*ckpt-3 at step 3$", capsys.readouterr().out, re.M)
+    assert re.search(r"resuming from .*step-3 at step 3$", capsys.readouterr().out, re.M)
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2, 3, 4, 5, 6]
 
@@ -156,12 +221,13 @@ def test_a_full_disk_is_the_disk_full_line_and_leaves_no_temporary(corpus, tmp_p
     disk = small_disk(0.6)  # room for the run's small files, not for a checkpoint (6.6 MB)
     run = disk / "run"
     os.makedirs(run / "checkpoints")
-    os.makedirs(run / "checkpoints" / "ckpt-8_temp")  # what a killed save left behind
-    with pytest.raises(DiskFullError, match=r"ckpt-2: no space left on its device \(it needs about 6\.\d MB; 0\.\d MB free in "
+    os.makedirs(run / "checkpoints" / ".step-8.tmp-x2b0")  # what a killed save left behind
+    os.makedirs(run / "checkpoints" / "ckpt-8_temp")  # ... and one of the earlier format
+    with pytest.raises(DiskFullError, match=r"step-2: no space left on its device \(it needs about 6\.\d MB; 0\.\d MB free in "
                                             r".*checkpoints\); "
                                             r"no checkpoint was written yet in .*checkpoints$"):
         _train(corpus, run)
-    assert sorted(os.listdir(run / "checkpoints")) == []  # neither ckpt-2_temp nor the stale ckpt-8_temp
+    assert sorted(os.listdir(run / "checkpoints")) == []  # neither step-2's temporary nor the stale ones
     subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)  # the user frees space
     assert _train(corpus, run)["step"] == 4
 

@@ -114,6 +114,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--whole-word-masking", dest="whole_word_masking", action="store_true", default=None)
     parser.add_argument("--cased", dest="lower_case", action="store_false", default=None,
                         help="cased vocabulary (no lower-casing)")
+    parser.add_argument("--convert-checkpoints", action="store_true",
+                        help="only write the run's newest checkpoint of the earlier TensorFlow format (ckpt-N) as "
+                             "step-N, which every backend resumes")
     parser.add_argument("--no-progress", dest="progress", action="store_false", default=None,
                         help="no progress bar (metrics.jsonl is still written)")
 
@@ -127,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
         cfg = PretrainConfig.from_file(args.config, overrides)
     else:
         cfg = PretrainConfig.from_dict({k: v for k, v in overrides.items() if v is not None}, source="flags")
-    result = pretrain(cfg)
+    result = pretrain(cfg, convert_checkpoints=True) if args.convert_checkpoints else pretrain(cfg)
     summary = {"step": result["step"], "trained_steps": result["trained_steps"],
                "final_model": result["final_model"]}
     if "eval" in result:

@@ -1,17 +1,17 @@
 """A pre-training run's checkpoints on disk, for both runners: which are there, which one a
 resume reads, what is left after a crash, and a stop on SIGTERM.
 
-* Which are there: the files themselves (``ckpt-N.index`` of the tf.distribute runner,
-  ``step-N/state.json`` of the Keras runner), not TensorFlow's ``checkpoint`` index file:
+* Which are there: the files themselves (``step-N/state.json``, and ``ckpt-N.index`` of the
+  earlier TensorFlow format), not TensorFlow's ``checkpoint`` index file:
   that file, when garbled, makes `tf.train.latest_checkpoint` answer None, and a run would
   start over on top of its own checkpoints.
 * Which one resumes (`restore_newest`): the newest that reads.  One that does not (a torn
   or bit-flipped file) is named in one line, moved to ``checkpoints/unreadable/`` (kept, not
   deleted) and the one before it is read; when none reads, the run is refused with the
   command that starts it over.
-* Temporaries: TensorFlow writes ``ckpt-N_temp/`` before renaming it into place; a kill or
-  a full disk leaves it behind, and it would grow on every resume.  `remove_temporaries`
-  deletes them on start and after a failed save.
+* Temporaries: a checkpoint is written into a temporary folder renamed into place
+  (``.step-N.tmp-*``; TensorFlow's earlier format: ``ckpt-N_temp/``); a kill leaves it
+  behind, and it would grow on every resume.  `remove_temporaries` deletes them on start.
 * `StopOnSigterm`: schedulers and preemptible machines stop a job with SIGTERM; the runner
   checks `requested` between steps, saves a checkpoint and raises `TrainingStopped`
   (exit status 143 from the CLI, with the line that says how to resume).
@@ -24,13 +24,13 @@ import re
 import signal
 import threading
 
-import numpy as np
 import tensorflow as tf
 
 from bert_keras.errors import BertKerasError
 
 TF_CHECKPOINT = re.compile(r"^ckpt-(\d+)\.index$")
-TF_TEMPORARY = re.compile(r"^ckpt-\d+_temp")
+# what a save that did not finish leaves: TensorFlow's ckpt-N_temp, `atomic_folder`'s .step-N.tmp-*
+TEMPORARY = re.compile(r"^(ckpt-\d+_temp|\.step-\d+\.tmp-)")
 UNREADABLE = "unreadable"
 
 
@@ -45,23 +45,6 @@ class TrainingStopped(BertKerasError):
                    "to resume from it")
 
 
-def save_tf(manager, step, variables, kept, chief=True) -> str:
-    """``manager.save`` of ``ckpt-<step>``, returning its prefix; a full disk is the `DiskFullError`
-    line (what ``variables`` need, what is ``kept``), and a save that failed leaves no temporary."""
-    from bert_keras.writing import disk_full_error, is_disk_full
-
-    try:
-        manager.save(checkpoint_number=step)
-    except Exception as e:
-        if chief:
-            remove_temporaries(manager.directory, say=lambda _: None)
-        if not is_disk_full(e):
-            raise
-        needs = sum(int(np.prod(v.shape)) * np.dtype(v.dtype).itemsize for v in variables)
-        raise disk_full_error(os.path.join(manager.directory, f"ckpt-{step}"), 0, needs, e, kept=kept) from None
-    return manager.latest_checkpoint
-
-
 def tf_checkpoints(ckpt_dir) -> list[str]:
     """The tf.distribute runner's checkpoint prefixes in ``ckpt_dir`` (``.../ckpt-N``), oldest first."""
     if not tf.io.gfile.isdir(ckpt_dir):
@@ -72,11 +55,11 @@ def tf_checkpoints(ckpt_dir) -> list[str]:
 
 
 def remove_temporaries(ckpt_dir, say=print) -> None:
-    """Deletes ``ckpt-N_temp*`` left by a save that did not finish (kill, full disk)."""
+    """Deletes the temporaries left by a save that did not finish (a kill)."""
     if not tf.io.gfile.isdir(ckpt_dir):
         return
     for name in tf.io.gfile.listdir(ckpt_dir):
-        if TF_TEMPORARY.match(name.rstrip("/")):
+        if TEMPORARY.match(name.rstrip("/")):
             path = os.path.join(ckpt_dir, name.rstrip("/"))
             if tf.io.gfile.isdir(path):
                 tf.io.gfile.rmtree(path)
@@ -90,6 +73,20 @@ def tf_checkpoint_files(prefix) -> list[str]:
     folder, name = os.path.split(prefix)
     return [os.path.join(folder, n) for n in tf.io.gfile.listdir(folder)
             if n == name + ".index" or n.startswith(name + ".data-")]
+
+
+def read_tf_checkpoint(prefix, model, optimizer, strategy):
+    """Restores a checkpoint of the earlier TensorFlow format (a tf.train.Checkpoint of the model,
+    the optimiser, the step, the phase and dropout's seed states); returns ``(step, phase)``."""
+    with strategy.scope():
+        step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
+                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        phase = tf.Variable(1, dtype=tf.int64, trainable=False, name="phase",
+                            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    seed_states = [v for v in model.variables if "seed_generator" in v.path]
+    tf.train.Checkpoint(model=model, optimizer=optimizer, step=step, phase=phase,
+                        seed_states=seed_states).restore(prefix).assert_existing_objects_matched()
+    return int(step.numpy()), int(phase.numpy())
 
 
 def _first_line(error) -> str:

@@ -127,11 +127,3 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
     return task_type == "chief" or (task_type == "worker" and task_id == 0
                                     and "chief" not in resolver.cluster_spec().as_dict())
 
-
-def task_label(strategy: tf.distribute.Strategy) -> str:
-    """``"worker_1"`` style label of this task ("chief" for single-process runs)."""
-    resolver = getattr(strategy, "cluster_resolver", None)
-    if resolver is None or getattr(resolver, "task_type", None) is None \
-            or not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-        return "chief"
-    return f"{resolver.task_type}_{resolver.task_id}"

@@ -19,8 +19,9 @@ with Keras' backend-neutral pieces:
   phase's `pretraining_dataset` (read as numpy); with ``gradient_accumulation_steps`` k the
   optimiser applies the mean of the k micro-batch gradients, each micro-batch's MLM sum
   divided by the k's total target count / k (`BertPretrainer`'s ``mlm_denominator``).
-* checkpoints (`keras_checkpoints`): ``model_dir/checkpoints/step-<N>/`` written whole, the
-  same on JAX and PyTorch; the last ``keep_checkpoints`` are kept.
+* checkpoints (`keras_checkpoints`): ``model_dir/checkpoints/step-<N>/`` written whole, one
+  format on every backend (a run resumes on another backend); the last ``keep_checkpoints``
+  are kept.
 
 The data stream of a phase is a deterministic function of (seed, phase): a resumed run
 skips the micro-batches already used and continues as the uninterrupted run would.
@@ -32,9 +33,6 @@ import contextlib
 import json
 import logging
 import os
-import shutil
-import zipfile
-import zlib
 
 import keras
 import numpy as np
@@ -82,6 +80,8 @@ def pretrain_keras(cfg) -> dict:
     with single_writer(run.model_dir) if run.chief else contextlib.nullcontext():
         os.makedirs(run.model_dir, exist_ok=True)
         run.find_checkpoint()  # read again under the lock
+        if run.chief:
+            checkpoint_files.remove_temporaries(run.ckpt_dir, run.say)
         if run.distribution is None:
             return run.run()
         previous = keras.distribution.distribution()
@@ -147,10 +147,13 @@ class _KerasRun(RunFiles):
                 f"{', '.join(self.devices)}{hosts}")
 
     def find_checkpoint(self):
-        if holds_tensorflow_checkpoints(self.ckpt_dir):
-            raise BertKerasError(f"{self.ckpt_dir} holds checkpoints of the tf.distribute runner (ckpt-N): "
-                                 "resume that run with KERAS_BACKEND=tensorflow, or use a new model_dir")
-        self.checkpoints = [os.path.join(self.ckpt_dir, f"step-{n}") for n in checkpoint_steps(self.ckpt_dir)]
+        self.checkpoints = keras_checkpoints.step_folders(self.ckpt_dir)
+        if not self.checkpoints and holds_tensorflow_checkpoints(self.ckpt_dir):
+            config = os.path.join(self.model_dir, "pretrain_config.json")
+            raise BertKerasError(
+                f"{self.ckpt_dir} holds checkpoints of the earlier TensorFlow format (ckpt-N): convert them "
+                f"with `KERAS_BACKEND=tensorflow bert-keras pretrain --config {config} --convert-checkpoints`, "
+                "then rerun this command")
         self.latest = self.checkpoints[-1] if self.checkpoints else None
 
     # ------------------------------------------------------------------ the steps
@@ -196,8 +199,7 @@ class _KerasRun(RunFiles):
         self.step, self.phase = 0, 1
         if self.latest:  # the newest checkpoint that reads; an unreadable one is named and set aside
             self.latest = checkpoint_files.restore_newest(
-                self.checkpoints, self.restore, (OSError, EOFError, ValueError, KeyError, zipfile.BadZipFile,
-                                                 zlib.error), lambda folder: [folder], self.say,
+                self.checkpoints, self.restore, keras_checkpoints.UNREADABLE, lambda folder: [folder], self.say,
                 chief=self.chief)
         if self.jax:
             devices.commit_to_devices(self.model.variables + self.optimizer.variables + self.model.metrics_variables)
@@ -302,15 +304,16 @@ class _KerasRun(RunFiles):
     def save(self):
         folder = os.path.join(self.ckpt_dir, f"step-{self.step}")
         if self.chief:
-            keras_checkpoints.write_step(folder, self.step, self.phase, self.model.variables,
-                                         self.optimizer.variables, torch_rng=not self.jax)
-            for old in keras_checkpoints.checkpoint_steps(self.ckpt_dir)[:-self.cfg.keep_checkpoints]:
-                shutil.rmtree(os.path.join(self.ckpt_dir, f"step-{old}"), ignore_errors=True)
+            keras_checkpoints.write_step(folder, self.step, self.phase, self.model.variables, self.optimizer.variables,
+                                         torch_rng=not self.jax, accumulation=self.accumulation,
+                                         kept=checkpoint_files.kept_checkpoint(self.last_saved, self.ckpt_dir))
+            keras_checkpoints.rotate(self.ckpt_dir, self.cfg.keep_checkpoints)
         self.last_saved, self.latest = self.step, folder
 
     def restore(self, folder):
-        self.step, self.phase = keras_checkpoints.read_step(folder, self.model.variables, self.optimizer.variables,
-                                                            torch_rng=not self.jax)
+        self.step, self.phase = keras_checkpoints.read_step(
+            folder, self.model.variables, self.optimizer.variables, torch_rng=not self.jax,
+            accumulation=self.accumulation)
 
     # ------------------------------------------------------------------ evaluation and export
     def evaluate_phase(self, phase):

@@ -1,4 +1,20 @@
-"""The distributed optimiser step of pre-training and the MLM + NSP loss terms."""
+"""The distributed optimiser step of pre-training and the MLM + NSP loss terms.
+
+One optimiser step, on every replica:
+  * ``gradient_accumulation_steps`` (k) micro-batches are taken; the loss of
+    the step is that of one batch k times larger: MLM cross-entropy summed
+    over real targets divided by the *global* number of real targets (all
+    replicas, all micro-batches), plus NSP cross-entropy summed and divided
+    by the global number of sequences.  Each replica's gradient is thus its
+    share of the global gradient, and their sum is the exact global gradient.
+  * gradients are summed across replicas, clipped to global norm
+    ``clipnorm`` (Keras optimisers clip *before* their cross-replica sum, i.e.
+    per replica, which is not the global norm: the loop clips itself), and
+    handed to the optimiser (AdamW with the ``adam_rule`` update, or LAMB;
+    decoupled weight decay, none on LayerNorm and biases, warm-up + linear decay).
+  * fp16 uses dynamic loss scaling (`keras.optimizers.LossScaleOptimizer`
+    skips steps whose gradients overflow); bf16 needs none.
+"""
 
 from __future__ import annotations
 

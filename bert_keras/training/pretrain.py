@@ -34,26 +34,17 @@ fails under MultiWorkerMirroredStrategy (``Attempt to convert a value
 (keras-team/keras#19448); the loop below works under the default, Mirrored,
 MultiWorkerMirrored and TPU strategies alike.
 
-One optimiser step, on every replica:
-  * ``gradient_accumulation_steps`` (k) micro-batches are taken; the loss of
-    the step is that of one batch k times larger: MLM cross-entropy summed
-    over real targets divided by the *global* number of real targets (all
-    replicas, all micro-batches), plus NSP cross-entropy summed and divided
-    by the global number of sequences.  Each replica's gradient is thus its
-    share of the global gradient, and their sum is the exact global gradient.
-  * gradients are summed across replicas, clipped to global norm
-    ``clipnorm`` (Keras optimisers clip *before* their cross-replica sum, i.e.
-    per replica, which is not the global norm: the loop clips itself), and
-    handed to the optimiser (AdamW with the ``adam_rule`` update, or LAMB;
-    decoupled weight decay, none on LayerNorm and biases, warm-up + linear decay).
-  * fp16 uses dynamic loss scaling (`keras.optimizers.LossScaleOptimizer`
-    skips steps whose gradients overflow); bf16 needs none.
+One optimiser step (gradient accumulation, the global-norm clip, fp16 loss scaling) is
+`loop.PretrainLoop`'s.
 
-Checkpoints (`tf.train.CheckpointManager`, atomic, the last ``keep_checkpoints``
-kept) hold the model, the optimiser, the step and the phase; the input
-position follows from them, because the data stream of a phase is a
-deterministic function of (seed, phase) and a resumed run skips the batches
-already used.  Rerunning the same command resumes; a finished run returns at
+Checkpoints (``model_dir/checkpoints/step-N/``, `keras_checkpoints`: one format on every
+backend, written whole, the last ``keep_checkpoints`` kept) hold the model, the optimiser, the
+step and the phase; the input position follows from them, because the data stream of a phase is
+a deterministic function of (seed, phase) and a resumed run skips the batches already used.  A
+run checkpointed here resumes on JAX or PyTorch and the other way round; ``ckpt-N`` checkpoints
+of the earlier TensorFlow format (tf.train.Checkpoint) still resume here, and
+``convert_checkpoints`` writes the newest as ``step-N``.
+Rerunning the same command resumes; a finished run returns at
 once.  At the end the whole pre-training model (encoder + MLM/NSP heads) is
 written with `bert_keras.save_checkpoint` to ``model_dir/final`` (with
 ``vocab.txt``), which ``bk.load_checkpoint(path)`` reads as an encoder.
@@ -79,7 +70,7 @@ import tensorflow as tf
 
 from bert_keras.errors import BertKerasError
 from bert_keras.progress import Progress  # Keras' bar on a terminal, plain lines in a log
-from bert_keras.training import checkpoint_files, distribute
+from bert_keras.training import checkpoint_files, distribute, keras_checkpoints
 from bert_keras.training.evaluation import evaluate_pretrainer
 from bert_keras.training.loop import (NonFiniteLossError, PretrainLoop, pretraining_terms,
                                       sparse_softmax_cross_entropy)
@@ -101,12 +92,15 @@ logger = logging.getLogger("bert_keras.training")
 
 
 # =========================================================================== the runner
-def pretrain(cfg: PretrainConfig, strategy: tf.distribute.Strategy | None = None) -> dict:
+def pretrain(cfg: PretrainConfig, strategy: tf.distribute.Strategy | None = None,
+             convert_checkpoints: bool = False) -> dict:
     """Runs (or resumes, or recognises as finished) the two-phase pre-training of ``cfg``.
 
     Args:
       cfg: the run's `PretrainConfig`.
       strategy: a ready strategy; default ``resolve_strategy(cfg.strategy, cfg.tpu)``.
+      convert_checkpoints: (TensorFlow) only write the newest checkpoint of the earlier
+        TensorFlow format (``ckpt-N``) as ``step-N``, which every backend resumes, and return.
     Returns:
       dict with ``step`` (optimiser steps done), ``final_model`` (folder),
       ``trained_steps`` (steps run by this call), ``eval`` (held-out results
@@ -124,6 +118,9 @@ def pretrain(cfg: PretrainConfig, strategy: tf.distribute.Strategy | None = None
         if strategy is not None:
             raise BertKerasError(f"a tf.distribute strategy was passed and Keras runs on {backend} in this process: "
                                  "there the runner takes its devices from cfg.strategy")
+        if convert_checkpoints:
+            raise BertKerasError("checkpoints of the earlier TensorFlow format (ckpt-N) are converted on TensorFlow: "
+                                 "run the command with KERAS_BACKEND=tensorflow")
         return keras_runner.pretrain_keras(cfg)
     if backend != "tensorflow":
         raise BertKerasError(
@@ -131,16 +128,13 @@ def pretrain(cfg: PretrainConfig, strategy: tf.distribute.Strategy | None = None
             "process: run `bert-keras pretrain` (TensorFlow unless KERAS_BACKEND=jax), or train "
             "BertPretrainer with compile() + fit() on this backend")
     run = _Run(cfg, strategy)
-    if keras_runner.checkpoint_steps(run.ckpt_dir):
-        raise BertKerasError(f"{run.ckpt_dir} holds checkpoints of the JAX runner (step-N folders): resume that "
-                             "run with KERAS_BACKEND=jax, or use a new model_dir")
     # the chief writes model_dir; a second run into it is refused while this one lives
     with single_writer(run.model_dir) if run.chief else contextlib.nullcontext():
         tf.io.gfile.makedirs(run.model_dir)
         run.find_checkpoints()  # again, under the lock
         if run.chief:
             checkpoint_files.remove_temporaries(run.ckpt_dir, run.say)
-        return _pretrain(run)
+        return run.convert_checkpoints() if convert_checkpoints else _pretrain(run)
 
 
 def _pretrain(run):
@@ -182,8 +176,11 @@ class _Run(RunFiles):
         self.trained, self.last_log, self.evals = 0, None, {}
 
     def find_checkpoints(self):
-        """The run's checkpoints, from their files (see `checkpoint_files`); ``latest``, the newest."""
-        self.checkpoints = checkpoint_files.tf_checkpoints(self.ckpt_dir)
+        """The run's checkpoints, from their files (see `checkpoint_files`), oldest first: ``step-N``
+        folders and the earlier format's ``ckpt-N`` prefixes; ``latest``, the newest."""
+        found = [(int(p.rsplit("-", 1)[1]), 1, p) for p in keras_checkpoints.step_folders(self.ckpt_dir)]
+        found += [(int(p.rsplit("-", 1)[1]), 0, p) for p in checkpoint_files.tf_checkpoints(self.ckpt_dir)]
+        self.checkpoints = [p for _, _, p in sorted(found)]
         self.latest = self.checkpoints[-1] if self.checkpoints else None
 
     def say(self, line):
@@ -205,7 +202,7 @@ class _Run(RunFiles):
             write_text(self.config_path, json.dumps(self.cfg.to_dict(), indent=2))
 
     def build_state(self):
-        """Model (from init unless resuming), optimiser, step/phase counters, checkpoint manager."""
+        """Model (from init unless resuming), optimiser, step and phase (from the newest checkpoint that reads)."""
         cfg, strategy = self.cfg, self.strategy
         self.schedule = learning_rate_schedule(cfg) if cfg.total_steps else 0.0
         keras.utils.set_random_seed(cfg.seed)  # the same initial weights on every worker
@@ -216,33 +213,49 @@ class _Run(RunFiles):
                 beta_2=cfg.beta_2, epsilon=cfg.epsilon, loss_scale=cfg.mixed_precision == "fp16",
                 adam_rule=cfg.adam_rule)
             self.optimizer.build(self.model.trainable_variables)
-            self.step_var = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
-                                        aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-            self.phase_var = tf.Variable(1, dtype=tf.int64, trainable=False, name="phase",
-                                         aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         if getattr(self.model, "init_report", None):
             self.say(self.model.init_report)
-        # Dropout's random-seed states are model state too: keep them so a resumed run
-        # draws the same masks as an uninterrupted one.
-        seed_states = [v for v in self.model.variables if "seed_generator" in v.path]
-        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer, step=self.step_var,
-                                              phase=self.phase_var, seed_states=seed_states)
+        self.step, self.phase = 0, 1
         if self.latest:  # the newest checkpoint that reads; an unreadable one is named and set aside
             self.latest = checkpoint_files.restore_newest(
-                self.checkpoints, lambda path: self.checkpoint.restore(path).assert_existing_objects_matched(),
-                (tf.errors.OpError, IndexError, ValueError), checkpoint_files.tf_checkpoint_files, self.say,
-                chief=self.chief)
+                self.checkpoints, self.restore, keras_checkpoints.UNREADABLE + (tf.errors.OpError, IndexError),
+                self.files_of, self.say, chief=self.chief)
             if self.chief:
                 self.find_checkpoints()
-                checkpoint_files.rewrite_tf_index(self.ckpt_dir, self.checkpoints)
-        ckpt_dir = self.ckpt_dir
-        if not self.chief:  # other workers write to a scratch folder (all must take part in saving)
-            ckpt_dir = os.path.join(self.model_dir, "worker_tmp", distribute.task_label(strategy))
-        self.manager = tf.train.CheckpointManager(self.checkpoint, ckpt_dir, max_to_keep=cfg.keep_checkpoints)
-        self.step = int(self.step_var.numpy())
+                checkpoint_files.rewrite_tf_index(self.ckpt_dir, self.old_format())
         self.last_saved = self.step if self.latest else None
         if tf.io.gfile.exists(self.eval_path):
             self.evals = json.loads(_read_text(self.eval_path))
+
+    def old_format(self):
+        return [p for p in self.checkpoints if not keras_checkpoints.STEP_FOLDER.match(os.path.basename(p))]
+
+    def files_of(self, checkpoint):
+        if keras_checkpoints.STEP_FOLDER.match(os.path.basename(checkpoint)):
+            return [checkpoint]
+        return checkpoint_files.tf_checkpoint_files(checkpoint)
+
+    def restore(self, checkpoint):
+        """Reads ``checkpoint`` (a ``step-N`` folder, or a ``ckpt-N`` prefix of the earlier format)."""
+        if keras_checkpoints.STEP_FOLDER.match(os.path.basename(checkpoint)):
+            self.step, self.phase = keras_checkpoints.read_step(checkpoint, self.model.variables,
+                                                                self.optimizer.variables)
+            return
+        self.step, self.phase = checkpoint_files.read_tf_checkpoint(checkpoint, self.model, self.optimizer,
+                                                                    self.strategy)
+
+    def convert_checkpoints(self):
+        """Writes the newest checkpoint as ``step-N`` (the format every backend resumes); see `pretrain`."""
+        self.resolve_model()
+        self.build_state()
+        if not self.latest:
+            raise BertKerasError(f"{self.ckpt_dir}: holds no checkpoint to convert")
+        if not keras_checkpoints.STEP_FOLDER.match(os.path.basename(self.latest)):
+            self.save()
+            self.say(f"{self.latest}: written from the earlier format's checkpoint of step {self.step}")
+        else:
+            self.say(f"{self.latest}: the newest checkpoint is already in the format every backend reads")
+        return self.result()
 
     def finished(self):
         from bert_keras.checkpoints import is_complete_checkpoint
@@ -301,7 +314,7 @@ class _Run(RunFiles):
         return iter(strategy.distribute_datasets_from_function(dataset_fn))
 
     def train_phase(self, phase):
-        self.phase_var.assign(phase)
+        self.phase = phase
         iterator = self.phase_dataset(phase)
         end = self.phase_end(phase)
         self.start_window()
@@ -325,14 +338,16 @@ class _Run(RunFiles):
             raise NonFiniteLossError(
                 f"loss is {totals[0] / n} at step {self.step + n} (phase {phase}); training stopped, "
                 + checkpoint_files.kept_checkpoint(self.last_saved, self.ckpt_dir))
-        self.step_var.assign(self.step + n)
         self.account(phase, end, totals, n)
 
     def save(self):
-        kept = checkpoint_files.kept_checkpoint(self.last_saved, self.ckpt_dir)
-        self.latest = checkpoint_files.save_tf(self.manager, self.step, self.model.variables + self.optimizer.variables,
-                                               kept, chief=self.chief)
-        self.last_saved = self.step
+        """``step-N`` (`keras_checkpoints`), written by the chief alone: every worker holds the same values."""
+        folder = os.path.join(self.ckpt_dir, f"step-{self.step}")
+        if self.chief:
+            keras_checkpoints.write_step(folder, self.step, self.phase, self.model.variables, self.optimizer.variables,
+                                         kept=checkpoint_files.kept_checkpoint(self.last_saved, self.ckpt_dir))
+            keras_checkpoints.rotate(self.ckpt_dir, self.cfg.keep_checkpoints)
+        self.latest, self.last_saved = folder, self.step
 
     def stop_on_request(self):
         if self.last_saved != self.step:
@@ -371,12 +386,8 @@ class _Run(RunFiles):
     def export_final(self):
         if self.chief:
             export_final(self.model, self.final_dir, self.spec, metadata={
-                "pretrain_steps": int(self.step_var.numpy()), "phase1_steps": self.cfg.phase1_steps,
+                "pretrain_steps": self.step, "phase1_steps": self.cfg.phase1_steps,
                 "phase2_steps": self.cfg.phase2_steps, "init": self.spec.init})
-        else:
-            scratch = os.path.join(self.model_dir, "worker_tmp", distribute.task_label(self.strategy))
-            if tf.io.gfile.exists(scratch):
-                tf.io.gfile.rmtree(scratch)
 
     def result(self):
         result = {"step": self.step, "final_model": self.final_dir, "trained_steps": self.trained,
