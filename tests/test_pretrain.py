@@ -78,8 +78,9 @@ WORKER = textwrap.dedent("""
         return totals
     P.PretrainLoop._replica_step, P.PretrainLoop.train = replica_step, train
     models = []
-    original_build = P.build_pretrainer
-    P.build_pretrainer = lambda *a, **k: models.append(original_build(*a, **k)) or models[-1]
+    from bert_keras.training import runner  # the runner builds the model
+    original_build = runner.build_pretrainer
+    runner.build_pretrainer = lambda *a, **k: models.append(original_build(*a, **k)) or models[-1]
     result = P.pretrain(P.PretrainConfig.from_dict(config))
     np.savez(out, **{v.path: np.asarray(v.numpy()) for v in models[0].weights})
     with open(out + ".json", "w") as f:
@@ -418,18 +419,20 @@ def test_fp16_run_trains_with_float32_weights_and_dynamic_loss_scaling(corpus, t
     from bert_keras.training import pretrain as P
 
     models = []
-    original = P.build_pretrainer
+    from bert_keras.training import runner  # the runner builds the model
+
+    original = runner.build_pretrainer
 
     def build(*args, **kwargs):
         models.append(original(*args, **kwargs))
         return models[-1]
 
-    P.build_pretrainer = build
+    runner.build_pretrainer = build
     try:
         result = P.pretrain(P.PretrainConfig.from_dict(run_config(
             corpus, tmp_path / precision, mixed_precision=precision, phase1_steps=2, log_every=1)))
     finally:
-        P.build_pretrainer = original
+        runner.build_pretrainer = original
     model = models[0]
     assert model.encoder.transformer_layers[0].dtype_policy.name == "mixed_float16"
     assert all(v.dtype == "float32" for v in model.trainable_variables)

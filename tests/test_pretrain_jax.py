@@ -20,6 +20,7 @@ if keras.backend.backend() != "jax":
 import bert_keras as bk  # noqa: E402
 from bert_keras.errors import BertKerasError  # noqa: E402
 from bert_keras.training import keras_runner  # noqa: E402
+from bert_keras.training import pretrain as P  # noqa: E402
 from bert_keras.training.pretrain import PretrainConfig, pretrain, read_metrics  # noqa: E402
 
 WORDS = ("the a film movie plot is was good bad great awful fun witty dull mess jokes fall flat "
@@ -62,13 +63,13 @@ def _batch(seq_len=16, predictions=3, seed=7):
 
 def test_two_phases_log_falling_losses_and_final_equals_the_trained_model(data, tmp_path, monkeypatch, capsys):
     trained = {}
-    export = keras_runner._KerasRun.export_final
+    export = P.Run.export_final
 
     def keep_model(self):
         trained["model"] = self.model
         export(self)
 
-    monkeypatch.setattr(keras_runner._KerasRun, "export_final", keep_model)
+    monkeypatch.setattr(P.Run, "export_final", keep_model)
     cfg = _config(data, tmp_path / "run", phase1_steps=24, phase2_steps=2, checkpoint_every=10, keep_checkpoints=2)
     result = pretrain(cfg)
     out = capsys.readouterr().out.splitlines()
@@ -82,7 +83,7 @@ def test_two_phases_log_falling_losses_and_final_equals_the_trained_model(data, 
     assert np.isfinite(losses).all()
     for r in records:
         assert abs(r["loss"] - r["mlm_loss"] - r["nsp_loss"]) < 1e-5 and 0 <= r["mlm_accuracy"] <= 1
-        assert r["learning_rate"] == pytest.approx(float(keras_runner.learning_rate_schedule(cfg)(r["step"] - 1)))
+        assert r["learning_rate"] == pytest.approx(float(P.learning_rate_schedule(cfg)(r["step"] - 1)))
     # measured: 4.50 over the first 4 steps, 4.05 over the last 4 of phase 1 (batches of 4)
     assert losses[20:24].mean() < losses[:4].mean() - 0.25, losses
     # the last 2 of the checkpoints at 10, 20, 24 (end of phase 1) and 26 (end of phase 2)
@@ -101,14 +102,14 @@ def test_two_phases_log_falling_losses_and_final_equals_the_trained_model(data, 
 
 def _killed_after_logging(monkeypatch, step):
     """The runner dies (as on kill -9, no cleanup of ours runs) once it has logged ``step``."""
-    log = keras_runner._KerasRun.log
+    log = P.Run.log
 
     def killed(self, *args):
         log(self, *args)
         if self.step == step:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(keras_runner._KerasRun, "log", killed)
+    monkeypatch.setattr(P.Run, "log", killed)
 
 
 def test_a_killed_run_resumes_to_the_uninterrupted_result(data, tmp_path, monkeypatch, capsys):
@@ -160,7 +161,7 @@ def test_gradient_accumulation_steps_the_optimiser_once_per_k_micro_batches(data
     records, _ = read_metrics(str(tmp_path / "run" / "metrics.jsonl"))
     assert [r["step"] for r in records] == [1, 2, 3] and all(r["batch_size"] == 4 for r in records)
     # the schedule runs per optimiser step, not per micro-batch
-    schedule = keras_runner.learning_rate_schedule(cfg)
+    schedule = P.learning_rate_schedule(cfg)
     assert [r["learning_rate"] for r in records] == pytest.approx([float(schedule(s)) for s in (0, 1, 2)])
     for step in (1, 3):
         state = json.loads((tmp_path / "run" / "checkpoints" / f"step-{step}" / "state.json").read_text())
@@ -241,21 +242,21 @@ def test_cli_pretrain_on_jax_says_so_first_and_tensorflow_reads_its_folder(data,
 ON_TORCH = """
 import json, sys
 import numpy as np
-from bert_keras.training import keras_runner
+from bert_keras.training import pretrain as P
 from bert_keras.training.pretrain import PretrainConfig, pretrain
 values = json.loads(sys.argv[1])
 pretrain(PretrainConfig.from_dict(dict(values, model_dir=values["model_dir"] + "-a")))
-log = keras_runner._KerasRun.log
+log = P.Run.log
 def killed_after_step_3(self, *args):
     log(self, *args)
     if self.step == 3:
         raise KeyboardInterrupt
-keras_runner._KerasRun.log = killed_after_step_3
+P.Run.log = killed_after_step_3
 try:
     pretrain(PretrainConfig.from_dict(dict(values, model_dir=values["model_dir"] + "-b")))
 except KeyboardInterrupt:
     print("killed")
-keras_runner._KerasRun.log = log
+P.Run.log = log
 result = pretrain(PretrainConfig.from_dict(dict(values, model_dir=values["model_dir"] + "-b")))
 weights = [np.load(values["model_dir"] + f"-{run}/checkpoints/step-4/model.npz") for run in "ab"]
 print("resumed:", result["trained_steps"], max(float(np.abs(weights[0][k] - weights[1][k]).max()) for k in weights[0]))
@@ -335,14 +336,14 @@ def test_sigterm_saves_a_checkpoint_and_stops_with_the_line_to_resume(data, tmp_
     from bert_keras.training.checkpoint_files import TrainingStopped
 
     run = tmp_path / "run"
-    step = keras_runner._KerasRun.train_step
+    step = P.Run.train_call
 
     def terminated_after_step_3(self, *args):
         step(self, *args)
         if self.step == 3:
             os.kill(os.getpid(), signal.SIGTERM)  # a real signal to this process, as a scheduler sends it
 
-    monkeypatch.setattr(keras_runner._KerasRun, "train_step", terminated_after_step_3)
+    monkeypatch.setattr(P.Run, "train_call", terminated_after_step_3)
     with pytest.raises(TrainingStopped, match=r"^stopped by SIGTERM at step 3: checkpoint .*step-3 saved; rerun the "
                                               r"same command to resume from it$") as stopped:
         pretrain(_config(data, run, phase1_steps=6))
@@ -420,12 +421,12 @@ import json, sys
 from bert_keras.training import pretrain as P
 values = json.loads(sys.argv[1])
 P.pretrain(P.PretrainConfig.from_dict(dict(values, model_dir=values["model_dir"] + "-whole")))
-log = P._Run.log
+log = P.Run.log
 def killed_after_step_3(self, *args):
     log(self, *args)
     if self.step == 3:
         raise KeyboardInterrupt
-P._Run.log = killed_after_step_3
+P.Run.log = killed_after_step_3
 try:
     P.pretrain(P.PretrainConfig.from_dict(dict(values, model_dir=values["model_dir"] + "-moved")))
 except KeyboardInterrupt:

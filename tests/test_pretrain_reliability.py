@@ -81,7 +81,10 @@ def as_earlier_format(corpus, run, **overrides):  # noqa: F811
     from bert_keras.training import keras_checkpoints
     from bert_keras.training import pretrain as P
 
-    job = P._Run(PretrainConfig.from_dict(run_config(corpus, run, **overrides)), None)
+    from bert_keras.training.tensorflow_steps import TensorFlowSteps
+
+    cfg = PretrainConfig.from_dict(run_config(corpus, run, **overrides))
+    job = P.Run(cfg, TensorFlowSteps(cfg))
     job.resolve_model()
     folders, job.checkpoints, job.latest = keras_checkpoints.step_folders(str(run / "checkpoints")), [], None
     job.build_state()
@@ -197,20 +200,20 @@ def test_sigterm_saves_a_checkpoint_and_exits_143_with_the_line_to_resume(corpus
     run = tmp_path / "run"
     config = tmp_path / "run.json"
     config.write_text(json.dumps(run_config(corpus, run, phase1_steps=6, log_every=1, checkpoint_every=4)))
-    original = P._Run.train_call
+    original = P.Run.train_call
 
     def terminated_after_step_3(self, *args):
         original(self, *args)
         if self.step == 3:
             os.kill(os.getpid(), signal.SIGTERM)  # what a scheduler sends: a real signal to this process
 
-    monkeypatch.setattr(P._Run, "train_call", terminated_after_step_3)
+    monkeypatch.setattr(P.Run, "train_call", terminated_after_step_3)
     assert main(["pretrain", "--config", str(config)]) == 143
     err = capsys.readouterr().err.strip().splitlines()
     assert re.fullmatch(r"bert-keras pretrain: stopped by SIGTERM at step 3: checkpoint .*step-3 saved; rerun the same "
                         r"command to resume from it", err[-1]), err
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # the handler is the run's only
-    monkeypatch.setattr(P._Run, "train_call", original)
+    monkeypatch.setattr(P.Run, "train_call", original)
     assert main(["pretrain", "--config", str(config)]) == 0
     assert re.search(r"resuming from .*step-3 at step 3$", capsys.readouterr().out, re.M)
     steps = [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()]
@@ -245,3 +248,27 @@ def test_a_metrics_line_that_is_json_but_not_an_object_is_an_error_naming_it(tmp
         read_metrics(str(path))
     path.write_text('{"step": 1}\n7\n')  # a last line cut down to a number: torn, dropped
     assert read_metrics(str(path)) == ([{"step": 1}], True)
+
+
+def test_checkpoints_on_a_remote_file_system_are_written_state_last_read_and_rotated():
+    """A ``gs://`` model_dir goes through TensorFlow's file system; ``ram://`` is one in memory."""
+    import keras
+
+    from bert_keras.training import keras_checkpoints as K
+
+    model = [keras.Variable(np.arange(6, dtype="float32").reshape(2, 3), name="w")]
+    optimizer = [keras.Variable(np.int64(4), name="iteration"), keras.Variable(np.ones(3, "float32"), name="m")]
+    folder = "ram://run/checkpoints"
+    for step in (2, 4, 6):
+        K.write_step(f"{folder}/step-{step}", step, 1, model, optimizer)
+    tf.io.gfile.makedirs(f"{folder}/step-8")  # a save cut short: no state.json, not a checkpoint
+    with tf.io.gfile.GFile(f"{folder}/step-8/model.npz", "wb") as f:
+        f.write(b"partial")
+    assert K.checkpoint_steps(folder) == [2, 4, 6]
+    K.rotate(folder, keep=2)
+    assert K.checkpoint_steps(folder) == [4, 6]
+    model[0].assign(np.zeros((2, 3), "float32"))
+    optimizer[0].assign(0)
+    assert K.read_step(f"{folder}/step-6", model, optimizer) == (6, 1)
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(model[0]), np.arange(6).reshape(2, 3))
+    assert int(keras.ops.convert_to_numpy(optimizer[0])) == 4

@@ -1,5 +1,4 @@
-"""What a pre-training run keeps in its model_dir, shared by the tf.distribute runner
-(`bert_keras.training.pretrain`) and the Keras runner (`bert_keras.training.keras_runner`):
+"""What a pre-training run (`bert_keras.training.runner.Run`) keeps in its model_dir:
 ``metrics.jsonl`` (one line per log window, a torn last line dropped on resume), ``final/``,
 and the step that resolves the model, vocabulary and data files from the options.
 """
@@ -94,8 +93,9 @@ def metrics_record(cfg, schedule, step, phase, window, steps, elapsed) -> dict:
 
 
 class RunFiles:
-    """The steps both runners share; a runner sets ``cfg``, ``latest``, ``model_dir``,
-    ``config_path`` and ``say`` before calling them, and has ``log`` and ``save``."""
+    """The runner's bookkeeping (`runner.Run` derives from it): the log window, what follows each
+    call of the step, and the model's resolution; it uses the run's ``cfg``, ``latest``,
+    ``model_dir``, ``config_path``, ``say``, ``log`` and ``save``."""
 
     def start_window(self):
         """A fresh log window: the statistics (`loop._STATS`) summed since the last metrics line."""
