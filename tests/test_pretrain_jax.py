@@ -239,7 +239,8 @@ def test_cli_pretrain_on_jax_says_so_first_and_tensorflow_reads_its_folder(data,
     assert proc.stdout.splitlines()[0] == "backend: torch, one device, 1 replica(s) on cpu", proc.stdout
 
 
-ON_TORCH = """
+# The run uninterrupted into MODEL_DIR-a, and killed after logging step 3 into MODEL_DIR-b.
+KILLED_AFTER_STEP_3 = """
 import json, sys
 import numpy as np
 from bert_keras.training import pretrain as P
@@ -257,6 +258,8 @@ try:
 except KeyboardInterrupt:
     print("killed")
 P.Run.log = log
+"""
+ON_TORCH = KILLED_AFTER_STEP_3 + """
 result = pretrain(PretrainConfig.from_dict(dict(values, model_dir=values["model_dir"] + "-b")))
 weights = [np.load(values["model_dir"] + f"-{run}/checkpoints/step-4/model.npz") for run in "ab"]
 print("resumed:", result["trained_steps"], max(float(np.abs(weights[0][k] - weights[1][k]).max()) for k in weights[0]))
@@ -416,24 +419,6 @@ def test_a_jax_run_resumes_on_pytorch_and_continues_as_if_never_interrupted(data
     assert len(moved) == 4 and difference.max() < 2e-6 and drift < 1e-6  # measured 1.1e-7 and 6.0e-8
 
 
-KILLED_ON_TF = """
-import json, sys
-from bert_keras.training import pretrain as P
-values = json.loads(sys.argv[1])
-P.pretrain(P.PretrainConfig.from_dict(dict(values, model_dir=values["model_dir"] + "-whole")))
-log = P.Run.log
-def killed_after_step_3(self, *args):
-    log(self, *args)
-    if self.step == 3:
-        raise KeyboardInterrupt
-P.Run.log = killed_after_step_3
-try:
-    P.pretrain(P.PretrainConfig.from_dict(dict(values, model_dir=values["model_dir"] + "-moved")))
-except KeyboardInterrupt:
-    print("killed")
-"""
-
-
 def _follows(whole, moved, step=4):
     """Relative loss difference and largest weight difference of a moved run from the whole one."""
     losses = [[r["loss"] for r in read_metrics(str(run / "metrics.jsonl"))[0]] for run in (whole, moved)]
@@ -449,13 +434,13 @@ def test_a_tensorflow_run_resumes_on_jax_and_a_jax_run_on_tensorflow(data, tmp_p
     accumulators on JAX) and logs the uninterrupted run's losses."""
     values = _config(data, tmp_path / "tf", phase1_steps=4, checkpoint_every=2, batch_size=8,
                      gradient_accumulation_steps=2, model={"dropout": 0.0, "attention_dropout": 0.0}).to_dict()
-    proc = subprocess.run([sys.executable, "-c", KILLED_ON_TF, json.dumps(values)], capture_output=True, text=True,
-                          env=_environment(KERAS_BACKEND="tensorflow"), timeout=600)
+    proc = subprocess.run([sys.executable, "-c", KILLED_AFTER_STEP_3, json.dumps(values)], capture_output=True,
+                          text=True, env=_environment(KERAS_BACKEND="tensorflow"), timeout=600)
     assert proc.returncode == 0 and "killed" in proc.stdout, proc.stderr[-3000:]
-    assert sorted(os.listdir(tmp_path / "tf-moved" / "checkpoints")) == ["step-2"]
-    resumed = pretrain(PretrainConfig.from_dict(dict(values, model_dir=str(tmp_path / "tf-moved"))))
+    assert sorted(os.listdir(tmp_path / "tf-b" / "checkpoints")) == ["step-2"]
+    resumed = pretrain(PretrainConfig.from_dict(dict(values, model_dir=str(tmp_path / "tf-b"))))
     assert resumed["trained_steps"] == 2
-    losses, weights = _follows(tmp_path / "tf-whole", tmp_path / "tf-moved")
+    losses, weights = _follows(tmp_path / "tf-a", tmp_path / "tf-b")
     print(f"\nTensorFlow -> JAX (k=2): losses {losses:.1e} relative, weights {weights:.1e} from TensorFlow's run")
     assert losses < 1e-6 and weights < 2e-6  # measured 5.3e-8 and 1.2e-7
 
@@ -465,8 +450,9 @@ def test_a_tensorflow_run_resumes_on_jax_and_a_jax_run_on_tensorflow(data, tmp_p
     with pytest.raises(KeyboardInterrupt):
         pretrain(PretrainConfig.from_dict(dict(values, model_dir=str(tmp_path / "jax-moved"))))
     monkeypatch.undo()
-    proc = subprocess.run([sys.executable, "-c", TF_RUN, json.dumps(dict(values, model_dir=str(tmp_path / "jax-moved")))],
-                          capture_output=True, text=True, env=_environment(KERAS_BACKEND="tensorflow"), timeout=600)
+    moved = dict(values, model_dir=str(tmp_path / "jax-moved"))
+    proc = subprocess.run([sys.executable, "-c", TF_RUN, json.dumps(moved)], capture_output=True, text=True,
+                          env=_environment(KERAS_BACKEND="tensorflow"), timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "resuming from " in proc.stdout and "at step 2" in proc.stdout, proc.stdout
     losses, weights = _follows(tmp_path / "jax-whole", tmp_path / "jax-moved")
