@@ -110,14 +110,12 @@ def _is_counter(v):
     return v.path.rsplit("/", 1)[-1] == "iteration"
 
 
-def _npz(variables, accumulation=1):
-    buffer = io.BytesIO()
+def _arrays(variables, accumulation=1):
     values = {}
     for i, v in enumerate(variables):
         value = keras.ops.convert_to_numpy(v.value)
         values[f"v{i:05d}"] = value // accumulation if _is_counter(v) else value
-    np.savez(buffer, **values)
-    return buffer.getvalue()
+    return values
 
 
 def write_step(folder, step, phase, model_variables, optimizer_variables, torch_rng=False, accumulation=1,
@@ -132,44 +130,48 @@ def write_step(folder, step, phase, model_variables, optimizer_variables, torch_
       DiskFullError: the disk filled; nothing of the folder is left.
     """
     stored = _stored(optimizer_variables)
-    files = {"model.npz": _npz(model_variables), "optimizer.npz": _npz(stored, accumulation)}
+    arrays = {"model.npz": _arrays(model_variables), "optimizer.npz": _arrays(stored, accumulation)}
     if torch_rng:  # dropout of an unseeded layer draws from torch's global generator
-        buffer = io.BytesIO()
-        np.savez(buffer, **_torch_rng_states())
-        files["torch_rng.npz"] = buffer.getvalue()
-    files["state.json"] = json.dumps({
+        arrays["torch_rng.npz"] = _torch_rng_states()
+    state = json.dumps({
         "step": step, "phase": phase, "backend": keras.backend.backend(),
         "model_variables": [v.path for v in model_variables],
-        "optimizer_variables": [v.path for v in stored]}, indent=1).encode()
-    needs = sum(len(b) for b in files.values())
+        "optimizer_variables": [v.path for v in stored]}, indent=1)
+    needs = sum(a.nbytes for values in arrays.values() for a in values.values())
     if "://" in folder:
-        return _write_remote(folder, files)
+        return _write_remote(folder, arrays, state)
     try:
         with atomic_folder(folder, may_replace=lambda _: None, needs_bytes=needs) as tmp:
-            for name, data in files.items():  # state.json last
-                if name == "state.json":
-                    write_text(os.path.join(tmp, name), data.decode())
-                else:
-                    with open(os.path.join(tmp, name), "wb") as f:
-                        f.write(data)
+            for name, values in arrays.items():
+                np.savez(os.path.join(tmp, name), **values)
+            write_text(os.path.join(tmp, "state.json"), state)
     except Exception as e:
         if kept is None or not is_disk_full(e):
             raise
         raise disk_full_error(folder, 0, needs, e, kept=kept) from None
 
 
-def _write_remote(folder, files):
+def _write_remote(folder, arrays, state):
     gfile = _gfile()
     if gfile.exists(folder):
         gfile.rmtree(folder)
     gfile.makedirs(folder)
-    for name, data in files.items():  # state.json last: the folder counts once it is there
+    for name, values in arrays.items():  # in memory first: a remote file may not tell its position
+        buffer = io.BytesIO()
+        np.savez(buffer, **values)
         with gfile.GFile(os.path.join(folder, name), "wb") as f:
-            f.write(data)
+            f.write(buffer.getvalue())
+    with gfile.GFile(os.path.join(folder, "state.json"), "w") as f:  # last: the folder counts once it is there
+        f.write(state)
+
+
+def _npz(path):
+    """An npz file opened for reading (a remote one read into memory first)."""
+    return np.load(io.BytesIO(_read_bytes(path)) if "://" in path else path, allow_pickle=False)
 
 
 def _load(path):
-    with np.load(io.BytesIO(_read_bytes(path)), allow_pickle=False) as stored:
+    with _npz(path) as stored:
         return [stored[f"v{i:05d}"] for i in range(len(stored.files))]
 
 
@@ -195,8 +197,8 @@ def read_step(folder, model_variables, optimizer_variables, torch_rng=False, acc
                   for v, value in zip(variables, values)]
     rng = None
     if torch_rng and _exists(os.path.join(folder, "torch_rng.npz")):
-        with np.load(io.BytesIO(_read_bytes(os.path.join(folder, "torch_rng.npz"))), allow_pickle=False) as s:
-            rng = dict(s)
+        with _npz(os.path.join(folder, "torch_rng.npz")) as states:
+            rng = dict(states)
     for v, value in pairs:
         v.assign(value.astype(keras.backend.standardize_dtype(v.dtype)))
     for v in optimizer_variables:
