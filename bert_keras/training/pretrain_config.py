@@ -124,7 +124,7 @@ class PretrainConfig:
         """Reads a JSON or YAML recipe; ``overrides`` (non-None values) win."""
         if not tf.io.gfile.exists(path):
             raise BertKerasError(f"config file not found: {path}")
-        text = _read_text(path)
+        text = read_text(path)
         try:
             if path.endswith((".yaml", ".yml")):
                 import yaml
@@ -237,7 +237,7 @@ def check_corpus_files(cfg: PretrainConfig) -> None:
         groups.append(("eval_files", cfg.eval_files))
     for name, files in groups:
         try:
-            paths = resolve_files(_file_list(files))  # sample:NAME fetched first
+            paths = resolve_files(file_list(files))  # sample:NAME fetched first
             if not split_kinds(paths):
                 for path in paths:
                     check_utf8_text(path)
@@ -258,7 +258,7 @@ def phase_files(files, cfg: PretrainConfig, phase: int):
     from bert_keras.data import tfrecords
     from bert_keras.data.corpus import resolve_files
 
-    paths = resolve_files(_file_list(files))
+    paths = resolve_files(file_list(files))
     if not tfrecords.split_kinds(paths):
         return files
     return tfrecords.phase_shards(paths, cfg.phase_seq_len(phase), cfg.phase_max_predictions(phase),
@@ -324,7 +324,8 @@ def resolve_path(value):
     return value
 
 
-def _file_list(value):
+def file_list(value):
+    """A files option (one path or a list; None) as a list of resolved paths (None stays None)."""
     if value is None:
         return None
     values = value if isinstance(value, (list, tuple)) else [value]
@@ -355,7 +356,8 @@ def split_heldout(files, out_dir, every):
 
 
 # File I/O through tf.io.gfile: model_dir may be gs:// (TPU hosts write to Cloud Storage).
-def _read_text(path):
+def read_text(path):
+    """A text file's contents, local or remote (TensorFlow's file system)."""
     with tf.io.gfile.GFile(path, "r") as f:
         return f.read()
 
@@ -384,7 +386,7 @@ def check_resume_options(path: str, cfg: PretrainConfig) -> None:
     if not tf.io.gfile.exists(path):
         return
     try:
-        recorded = json.loads(_read_text(path))
+        recorded = json.loads(read_text(path))
     except ValueError as e:
         raise BertKerasError(f"{path}: not valid JSON ({e}); cannot check the resumed run's options") from None
     changed = changed_options(recorded, cfg)

@@ -17,7 +17,7 @@ import tensorflow as tf
 from bert_keras.errors import BertKerasError
 from bert_keras.text.vocab import load_vocab, token_ids
 from bert_keras.training.loop import _STATS
-from bert_keras.training.pretrain_config import _file_list, _read_text, check_resume_options, split_heldout
+from bert_keras.training.pretrain_config import file_list, read_text, check_resume_options, split_heldout
 from bert_keras.writing import write_text
 
 
@@ -26,7 +26,7 @@ def read_metrics(path):
     mid-write) is dropped; any other unreadable line is an error naming it."""
     if not tf.io.gfile.exists(path):
         return [], False
-    lines = _read_text(path).split("\n")
+    lines = read_text(path).split("\n")
     records, torn = [], False
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -128,7 +128,7 @@ class RunFiles:
         model_cfg = cfg
         if self.latest:
             check_resume_options(self.config_path, cfg)
-            recorded = json.loads(_read_text(self.config_path)) if tf.io.gfile.exists(self.config_path) else {}
+            recorded = json.loads(read_text(self.config_path)) if tf.io.gfile.exists(self.config_path) else {}
             # The run's own checkpoint takes precedence; its init only fixes the architecture.
             model_cfg = dataclasses.replace(cfg, init=recorded.get("init", cfg.init))
             if cfg.init:
@@ -140,8 +140,8 @@ class RunFiles:
         vocab = load_vocab(self.spec.vocab_path)
         self.vocab_size = len(vocab)
         self.mask_id = token_ids(vocab).get("[MASK]")
-        self.train_files = _file_list(cfg.train_files)
-        self.eval_files = _file_list(cfg.eval_files)
+        self.train_files = file_list(cfg.train_files)
+        self.eval_files = file_list(cfg.eval_files)
         if cfg.heldout_every and self.train_files:
             train_path, held_path = split_heldout(self.train_files, os.path.join(self.model_dir, "data"),
                                                   cfg.heldout_every)

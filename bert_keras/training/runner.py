@@ -37,7 +37,7 @@ from bert_keras.progress import Progress  # Keras' bar on a terminal, plain line
 from bert_keras.training import checkpoint_files, keras_checkpoints
 from bert_keras.training.evaluation import evaluate_pretrainer
 from bert_keras.training.loop import NonFiniteLossError
-from bert_keras.training.pretrain_config import _read_text, check_corpus_files, learning_rate_schedule, phase_files
+from bert_keras.training.pretrain_config import read_text, check_corpus_files, learning_rate_schedule, phase_files
 from bert_keras.training.pretrain_model import build_pretrainer
 from bert_keras.training.run_files import RunFiles, append_metrics, export_final, metrics_record, truncate_metrics
 from bert_keras.writing import write_text
@@ -123,7 +123,7 @@ class Run(RunFiles):
         self.steps.restored(self.model, self.optimizer)
         self.last_saved = self.step if self.latest else None
         if tf.io.gfile.exists(self.eval_path):
-            self.evals = json.loads(_read_text(self.eval_path))
+            self.evals = json.loads(read_text(self.eval_path))
 
     def finished(self):
         from bert_keras.checkpoints import is_complete_checkpoint
