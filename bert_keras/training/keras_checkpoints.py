@@ -78,11 +78,6 @@ def step_folders(ckpt_dir):
     return [os.path.join(ckpt_dir, f"step-{n}") for n in checkpoint_steps(ckpt_dir)]
 
 
-def holds_tensorflow_checkpoints(ckpt_dir):
-    """Whether ``ckpt_dir`` holds checkpoints of the earlier TensorFlow format (``ckpt-N``)."""
-    return any(n.startswith("ckpt-") and n.endswith(".index") for n in _listdir(ckpt_dir))
-
-
 def _torch_rng_states():
     torch = backend_module("torch")
 
