@@ -58,10 +58,10 @@ def _size_of(path) -> int:
     return total
 
 
-def disk_full_error(path, written, needs_bytes, error, kept="the previous version, if any, is unchanged"
-                     ) -> DiskFullError:
+def disk_full_error(path, written, needs_bytes, error, kept=None) -> DiskFullError:
     """The one-line error for a full disk while writing ``path`` (``written`` bytes were on disk),
-    ending with what was ``kept``."""
+    ending with what was ``kept`` (default: the previous version, if any, is unchanged)."""
+    kept = kept or "the previous version, if any, is unchanged"
     folder = os.path.dirname(os.path.abspath(os.fspath(path)))
     try:
         free = shutil.disk_usage(folder).free
@@ -230,7 +230,7 @@ def foreign_entries(folder, names=(), patterns=()) -> list:
 
 
 @contextlib.contextmanager
-def atomic_folder(final, may_replace=None, needs_bytes=None):
+def atomic_folder(final, may_replace=None, needs_bytes=None, kept=None):
     """Write a folder as a whole: ``with atomic_folder(out) as tmp: <write files into tmp>``.
 
     The body writes into a fresh temporary sibling of ``final``; when it
@@ -246,6 +246,8 @@ def atomic_folder(final, may_replace=None, needs_bytes=None):
         deleted that this call did not write.
       needs_bytes: about how much the folder takes, for the message when the
         disk fills (`DiskFullError`, naming ``final``).
+      kept: what a full disk leaves, in words, for that message (default: the
+        previous version, if any, is unchanged).
 
     The call holds `single_writer` on ``final`` throughout.
     """
@@ -263,7 +265,7 @@ def atomic_folder(final, may_replace=None, needs_bytes=None):
         except Exception as e:  # the temporary is gone: what is free now is what the user has
             if not is_disk_full(e):
                 raise
-            raise disk_full_error(final, written, needs_bytes, e) from e
+            raise disk_full_error(final, written, needs_bytes, e, kept=kept) from e
 
 
 @contextlib.contextmanager

@@ -33,7 +33,7 @@ import numpy as np
 
 from bert_keras.errors import BertKerasError
 from bert_keras.training.devices import backend_module
-from bert_keras.writing import atomic_folder, disk_full_error, is_disk_full, write_text
+from bert_keras.writing import atomic_folder, write_text
 
 STEP_FOLDER = re.compile(r"^step-(\d+)$")
 # what reading a torn, truncated or bit-flipped checkpoint raises
@@ -135,15 +135,10 @@ def write_step(folder, step, phase, model_variables, optimizer_variables, torch_
     needs = sum(a.nbytes for values in arrays.values() for a in values.values())
     if "://" in folder:
         return _write_remote(folder, arrays, state)
-    try:
-        with atomic_folder(folder, may_replace=lambda _: None, needs_bytes=needs) as tmp:
-            for name, values in arrays.items():
-                np.savez(os.path.join(tmp, name), **values)
-            write_text(os.path.join(tmp, "state.json"), state)
-    except Exception as e:
-        if kept is None or not is_disk_full(e):
-            raise
-        raise disk_full_error(folder, 0, needs, e, kept=kept) from None
+    with atomic_folder(folder, may_replace=lambda _: None, needs_bytes=needs, kept=kept) as tmp:
+        for name, values in arrays.items():
+            np.savez(os.path.join(tmp, name), **values)
+        write_text(os.path.join(tmp, "state.json"), state)
 
 
 def _write_remote(folder, arrays, state):

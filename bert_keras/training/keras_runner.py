@@ -101,9 +101,8 @@ class KerasSteps:
             keras.distribution.set_distribution(previous)
 
     def describe(self):
-        kind = "DataParallel" if self.jax else "one device"
         hosts = f" ({self.processes} processes)" if self.processes > 1 else ""
-        return (f"backend: {keras.backend.backend()}, {kind}, {self.replicas} replica(s) on "
+        return (f"backend: {keras.backend.backend()}, {self.name}, {self.replicas} replica(s) on "
                 f"{', '.join(self.devices)}{hosts}")
 
     def scope(self):

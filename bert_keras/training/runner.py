@@ -66,7 +66,8 @@ class Run(RunFiles):
     def find_checkpoints(self):
         """The run's checkpoints, from their files (see `checkpoint_files`), oldest first: ``step-N``
         folders and, where ``steps`` reads them, the earlier format's ``ckpt-N``; ``latest``, the newest."""
-        found = [(int(p.rsplit("-", 1)[1]), 1, p) for p in keras_checkpoints.step_folders(self.ckpt_dir)]
+        found = [(n, 1, os.path.join(self.ckpt_dir, f"step-{n}"))
+                 for n in keras_checkpoints.checkpoint_steps(self.ckpt_dir)]
         earlier = checkpoint_files.tf_checkpoints(self.ckpt_dir)
         if earlier and not found and not self.steps.reads_earlier_format:
             raise BertKerasError(
