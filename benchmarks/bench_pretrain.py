@@ -7,8 +7,10 @@
 For each (preset, sequence length, batch) and precision, three peers train on identical random
 batches (all tokens real, ``round(0.15 L)`` masked positions, random MLM targets and NSP labels):
 
-  ours       `BertPretrainer` through `PretrainLoop`, the loop `bert-keras pretrain` runs
-             (MLM + NSP loss, global-norm clip 1.0, AdamW); ``ours_xla`` adds ``jit_compile``.
+  ours       `BertPretrainer`'s step as `bert-keras pretrain` runs it on TensorFlow (Keras' train
+             function, `tensorflow_steps.train_steps`; MLM + NSP loss, global-norm clip 1.0,
+             AdamW); ``ours_xla`` adds ``jit_compile``.  Run in a checkout from before the
+             runner took Keras' step (`benchmarks/bench_checkouts.py`), it is `PretrainLoop`.
   fit        `BertPretrainer.compile(optimizer=AdamW)` + ``train_on_batch``, as a Keras user
              trains it (Keras' compiled step); ``fit_xla`` compiles with ``jit_compile=True``,
              the whole step one XLA computation (the layers then run their plain keras.ops
@@ -123,8 +125,12 @@ def run_ours(preset, seq_len, batch, precision, steps, warmup, jit=False):
 
     from bert_keras.training.distribute import resolve_strategy
     from bert_keras.training.optimization import create_optimizer
-    from bert_keras.training.pretrain import PretrainConfig, PretrainLoop, build_pretrainer
+    from bert_keras.training.pretrain import PretrainConfig, build_pretrainer
 
+    try:
+        from bert_keras.training.tensorflow_steps import train_steps
+    except ImportError:  # a checkout of the earlier runner: its `PretrainLoop`
+        train_steps = None
     arrays = batch_arrays(seq_len, batch)
     strategy = resolve_strategy("cpu")
     cfg = PretrainConfig(preset=preset, phase1_seq_len=seq_len, phase2_steps=0,
@@ -132,9 +138,17 @@ def run_ours(preset, seq_len, batch, precision, steps, warmup, jit=False):
                          mixed_precision="bf16" if precision == "bf16" else "none")
     with strategy.scope():
         model = build_pretrainer(cfg, VOCAB)
-        optimizer = create_optimizer("adamw", 1e-4, total_steps=10**6, clipnorm=None)
+        optimizer = create_optimizer("adamw", 1e-4, total_steps=10**6, clipnorm=1.0 if train_steps else None)
         optimizer.build(model.trainable_variables)
-    loop = PretrainLoop(model, optimizer, strategy, clipnorm=1.0, jit_compile=jit)
+        if train_steps:
+            model.compile(optimizer=optimizer)
+    if train_steps:
+        functions = {}
+        train = lambda iterator, n: train_steps(model, iterator, n, functions, jit)  # noqa: E731
+    else:
+        from bert_keras.training.loop import PretrainLoop
+
+        train = PretrainLoop(model, optimizer, strategy, clipnorm=1.0, jit_compile=jit).train
     features = {k: arrays[k] for k in ("token_ids", "segment_ids", "padding_mask", "masked_positions")}
     labels = {k: arrays[k] for k in ("masked_ids", "masked_weights", "next_sentence_label")}
     dataset = tf.data.Dataset.from_tensors((features, labels)).repeat()
@@ -142,7 +156,7 @@ def run_ours(preset, seq_len, batch, precision, steps, warmup, jit=False):
     losses = []
 
     def step():
-        losses.append(loop.train(iterator, 1)[0])
+        losses.append(train(iterator, 1)[0])
 
     times = _timed(step, steps, warmup)
     return times, losses[-1]

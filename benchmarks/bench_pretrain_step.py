@@ -5,9 +5,11 @@
         --mixed-precision bf16 --jit-compile --strategy auto
 
 Feeds random token ids (the input pipeline is measured by bench_input_pipeline.py)
-through the same `PretrainLoop` that `bert-keras pretrain` uses, after one
-warm-up call that traces and compiles, and prints one JSON line: steps/s,
-sequences/s, tokens/s and the settings.
+through `BertPretrainer`'s step as `bert-keras pretrain` runs it on TensorFlow (Keras' train
+function, ``--steps-per-call`` steps a call, k micro-batches stacked per step;
+`tensorflow_steps.train_steps`), after one warm-up call that traces and compiles, and prints one
+JSON line: steps/s, sequences/s, tokens/s and the settings.  Run in a checkout from before the
+runner took Keras' step (`benchmarks/bench_checkouts.py`), it times that checkout's `PretrainLoop`.
 """
 
 import argparse
@@ -35,7 +37,12 @@ def main(argv=None):
 
     from bert_keras.training.distribute import resolve_strategy
     from bert_keras.training.optimization import create_optimizer
-    from bert_keras.training.pretrain import PretrainConfig, PretrainLoop, build_pretrainer
+    from bert_keras.training.pretrain import PretrainConfig, build_pretrainer
+
+    try:
+        from bert_keras.training.tensorflow_steps import train_steps
+    except ImportError:  # a checkout of the earlier runner: its `PretrainLoop`
+        train_steps = None
 
     strategy = resolve_strategy(args.strategy)
     predictions = args.max_predictions or max(1, round(args.seq_len * 0.15))
@@ -43,10 +50,19 @@ def main(argv=None):
                          phase1_max_predictions=predictions, mixed_precision=args.mixed_precision)
     with strategy.scope():
         model = build_pretrainer(cfg, args.vocab_size)
-        optimizer = create_optimizer("adamw", 1e-4, total_steps=10**6, clipnorm=None,
+        optimizer = create_optimizer("adamw", 1e-4, total_steps=10**6, clipnorm=1.0 if train_steps else None,
                                      loss_scale=args.mixed_precision == "fp16")
         optimizer.build(model.trainable_variables)
-    loop = PretrainLoop(model, optimizer, strategy, clipnorm=1.0, jit_compile=args.jit_compile)
+        if train_steps:
+            model.compile(optimizer=optimizer)
+    if train_steps:
+        functions = {}
+        train = lambda iterator, n: train_steps(model, iterator, n, functions, args.jit_compile)  # noqa: E731
+    else:
+        from bert_keras.training.loop import PretrainLoop
+
+        loop = PretrainLoop(model, optimizer, strategy, clipnorm=1.0, jit_compile=args.jit_compile)
+        train = lambda iterator, n: loop.train(iterator, n, args.accumulation)  # noqa: E731
 
     micro = args.batch_size // args.accumulation
     rng = np.random.default_rng(0)
@@ -61,15 +77,17 @@ def main(argv=None):
         labels = {"masked_ids": rng.integers(5, args.vocab_size, (b, predictions), dtype=np.int32),
                   "masked_weights": np.ones((b, predictions), np.float32),
                   "next_sentence_label": rng.integers(0, 2, (b,), dtype=np.int32)}
-        return tf.data.Dataset.from_tensors((features, labels)).repeat()
+        ds = tf.data.Dataset.from_tensors((features, labels)).repeat()
+        # the runner's step takes the k micro-batches of a step stacked
+        return ds.batch(args.accumulation, drop_remainder=True) if train_steps and args.accumulation > 1 else ds
 
     iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
-    loop.train(iterator, 1, args.accumulation)  # trace + compile
+    train(iterator, args.steps_per_call)  # trace + compile
     start = time.perf_counter()
     done = 0
     while done < args.steps:
         n = min(args.steps_per_call, args.steps - done)
-        loop.train(iterator, n, args.accumulation)
+        train(iterator, n)
         done += n
     seconds = time.perf_counter() - start
     print(json.dumps({

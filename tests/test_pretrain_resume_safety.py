@@ -47,11 +47,11 @@ def test_a_run_recorded_before_adam_rule_existed_resumes_only_with_the_keras_rul
 
 
 def test_torn_last_metrics_line_is_dropped_on_resume(corpus, tmp_path, monkeypatch, capsys):  # noqa: F811
-    from bert_keras.training import pretrain as P
+    from bert_keras.training.tensorflow_steps import TensorFlowSteps
 
     run = tmp_path / "run"
     values = run_config(corpus, run, phase1_steps=4, log_every=1, checkpoint_every=2)
-    original = P.PretrainLoop.train
+    original = TensorFlowSteps.train
     done = [0]
 
     def stop_after_two(self, iterator, steps, accumulation=1):
@@ -60,10 +60,10 @@ def test_torn_last_metrics_line_is_dropped_on_resume(corpus, tmp_path, monkeypat
         done[0] += steps
         return original(self, iterator, steps, accumulation)
 
-    monkeypatch.setattr(P.PretrainLoop, "train", stop_after_two)
+    monkeypatch.setattr(TensorFlowSteps, "train", stop_after_two)
     with pytest.raises(KeyboardInterrupt):
         _pretrain(values)
-    monkeypatch.setattr(P.PretrainLoop, "train", original)
+    monkeypatch.setattr(TensorFlowSteps, "train", original)
     with open(run / "metrics.jsonl", "a") as f:
         f.write('{"step": 3, "phase": 1, "lo')  # killed in the middle of writing a line
     capsys.readouterr()

@@ -6,7 +6,7 @@ phase 1 at sequence length 128 (20 predictions), phase 2 at 512 (80); dropout 0,
 float32, AdamW with weight decay 0.01 except LayerNorm and biases, betas (0.9, 0.999),
 BERT's epsilon 1e-6, global-norm clipping 1.0, linear warm-up (10%) and decay.
 
-Ours: `PretrainLoop` + `create_optimizer("adamw", adam_rule=RULE)`.
+Ours: `BertPretrainer`'s step as the runner runs it + `create_optimizer("adamw", adam_rule=RULE)`.
 References (the model is transformers' BertForPreTraining in each):
   torch   torch.optim.AdamW + get_linear_schedule_with_warmup
   google  a numpy transcription of google-research/bert's AdamWeightDecayOptimizer
@@ -100,20 +100,20 @@ def schedule_lambda(total, warmup):
 
 
 def run_ours(folder, plan, rule, peak_lr, warmup):
-    """Per-step loss of our loop (k micro-batches per step as in ``plan``)."""
+    """Per-step loss of our step as the pre-training runner runs it (k micro-batches per step as in ``plan``)."""
     import tensorflow as tf
 
     import bert_keras as bk
-    from bert_keras.training.loop import PretrainLoop
     from bert_keras.training.optimization import WarmupPolynomialDecay, create_optimizer
+    from bert_keras.training.tensorflow_steps import train_steps
 
     model = bk.load_checkpoint(folder, task="pretraining")
     schedule = WarmupPolynomialDecay(peak_lr, len(plan), warmup)
-    optimizer = create_optimizer("adamw", schedule, weight_decay=WEIGHT_DECAY, clipnorm=None, beta_1=BETAS[0],
+    optimizer = create_optimizer("adamw", schedule, weight_decay=WEIGHT_DECAY, clipnorm=CLIP, beta_1=BETAS[0],
                                  beta_2=BETAS[1], epsilon=EPSILON, adam_rule=rule)
     optimizer.build(model.trainable_variables)
-    loop = PretrainLoop(model, optimizer, tf.distribute.get_strategy(), clipnorm=CLIP)
-    losses = []
+    model.compile(optimizer=optimizer)
+    losses, functions = [], {}
     for phase in (1, 2):
         steps = [micro for p, micro in plan if p == phase]
         if not steps:
@@ -121,9 +121,10 @@ def run_ours(folder, plan, rule, peak_lr, warmup):
         k = len(steps[0])
         flat = [b for micro in steps for b in micro]
         stacked = tuple({key: np.stack([b[i][key] for b in flat]) for key in flat[0][i]} for i in (0, 1))
-        iterator = iter(tf.data.Dataset.from_tensor_slices(stacked))
+        # the k micro-batches of each step stacked on a leading axis, as the runner feeds them
+        iterator = iter(tf.data.Dataset.from_tensor_slices(stacked).batch(k, drop_remainder=True))
         for _ in steps:
-            losses.append(float(loop.train(iterator, 1, k)[0]))
+            losses.append(float(train_steps(model, iterator, 1, functions)[0]))
     return losses
 
 

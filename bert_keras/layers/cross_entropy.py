@@ -1,5 +1,5 @@
-"""The MLM cross-entropy of pre-training as TensorFlow kernels (the loss of `PretrainLoop` and,
-where the kernel plan's ``loss`` is "xla", of `BertPretrainer.compute_loss`)."""
+"""The MLM cross-entropy of pre-training as TensorFlow kernels (taken by
+`bert_keras.models.pretrainer.pretraining_terms` where the kernel plan's ``loss`` is "xla")."""
 
 from bert_keras.layers.ops.xla import compiled
 

@@ -4,9 +4,48 @@ import keras
 from keras import ops
 
 from bert_keras import _private_api
-from bert_keras.layers import MaskedLMHead, cross_entropy, fused
+from bert_keras.layers import MaskedLMHead, cross_entropy, plan
 from bert_keras.models.encoder import INPUT_NAMES, BertEncoder, encoder_inputs
 from bert_keras.models.inference import InMemoryPredict
+
+
+def pretraining_terms(labels, outputs, kernels="auto"):
+    """The summed terms of the MLM + NSP loss of one (micro-)batch, on any backend: the one
+    definition the training step, `BertPretrainer.compute_loss` and the pre-training runner use.
+
+    Args:
+        labels: ``masked_ids`` [B, P], ``masked_weights`` [B, P], ``next_sentence_label`` [B].
+        outputs: ``mlm_logits`` [B, P, V] and ``nsp_logits`` [B, 2].
+        kernels: the encoder's ``kernels`` option; where the kernel plan's ``loss`` is "xla"
+            (TensorFlow, outside a whole-step XLA compile), the MLM cross-entropy is
+            `cross_entropy.sparse_softmax_cross_entropy`.
+
+    Returns:
+        float32 scalars: ``mlm_sum`` (the MLM cross-entropy summed over real targets),
+        ``mlm_count`` (real targets), ``mlm_correct``, ``nsp_sum``, ``nsp_count`` (sequences) and
+        ``nsp_correct``.  Google's loss of a batch is ``mlm_sum / (mlm_count + 1e-5) + nsp_sum / nsp_count``.
+    """
+    weights = ops.cast(labels["masked_weights"], "float32")
+    logits = ops.cast(outputs["mlm_logits"], "float32")
+    nsp_logits = ops.cast(outputs["nsp_logits"], "float32")
+    ids = ops.cast(labels["masked_ids"], "int32")
+    nsp_label = ops.cast(labels["next_sentence_label"], "int32")
+    if plan.current_plan(kernels, training=True).loss == "xla":  # the [B * P, V] cross-entropy as XLA passes
+        mlm_ce = ops.reshape(cross_entropy.sparse_softmax_cross_entropy(
+            ops.reshape(ids, (-1,)), ops.reshape(logits, (-1, ops.shape(logits)[-1]))), ops.shape(ids))
+    else:
+        mlm_ce = keras.losses.sparse_categorical_crossentropy(ids, logits, from_logits=True)
+    nsp_ce = keras.losses.sparse_categorical_crossentropy(nsp_label, nsp_logits, from_logits=True)
+    mlm_hit = ops.cast(ops.equal(ops.cast(ops.argmax(logits, -1), "int32"), ids), "float32")
+    nsp_hit = ops.cast(ops.equal(ops.cast(ops.argmax(nsp_logits, -1), "int32"), nsp_label), "float32")
+    return {
+        "mlm_sum": ops.sum(mlm_ce * weights),
+        "mlm_count": ops.sum(weights),
+        "mlm_correct": ops.sum(mlm_hit * weights),
+        "nsp_sum": ops.sum(nsp_ce),
+        "nsp_count": ops.cast(ops.size(nsp_ce), "float32"),
+        "nsp_correct": ops.sum(nsp_hit),
+    }
 
 
 def _deserialize_encoder(config):
@@ -30,9 +69,10 @@ class BertPretrainer(InMemoryPredict):
     loss = weighted mean MLM cross-entropy over real targets + mean NSP
     cross-entropy (an optional label ``mlm_denominator`` [B] replaces the MLM target
     count: what gradient accumulation over micro-batches of unequal counts needs);
-    metrics ``mlm_accuracy``, ``nsp_accuracy``, ``mlm_loss``, ``nsp_loss``.  On
-    TensorFlow, where the encoder's ``kernels`` allow it (`fused.use_fused`: not inside a
-    ``jit_compile=True`` step), the MLM cross-entropy is `cross_entropy.sparse_softmax_cross_entropy`.
+    metrics ``mlm_accuracy``, ``nsp_accuracy``, ``mlm_loss``, ``nsp_loss``; the terms are
+    `pretraining_terms`.  On TensorFlow the step is `bert_keras.models.tensorflow_step`: under
+    any ``tf.distribute`` strategy the loss and the clip are those of the global batch, and a
+    batch of k micro-batches stacked on a leading axis is one optimiser step.
 
     Example:
         >>> import bert_keras as bk, keras
@@ -69,19 +109,21 @@ class BertPretrainer(InMemoryPredict):
         self.mlm_loss = keras.metrics.Mean(name="mlm_loss")
         self.nsp_loss = keras.metrics.Mean(name="nsp_loss")
 
+    def train_step(self, *args):
+        """On TensorFlow, `bert_keras.models.tensorflow_step.train_step` (the global batch's loss and
+        clip under any strategy, stacked micro-batches); elsewhere (JAX's step also takes the
+        state), and with a compiled loss, Keras' own."""
+        if keras.backend.backend() != "tensorflow" or _private_api.has_compiled_loss(self):
+            return super().train_step(*args)
+        from bert_keras.models import tensorflow_step
+
+        (data,) = args
+        return tensorflow_step.train_step(self, data)
+
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
         if _private_api.has_compiled_loss(self) or y is None:
             return super().compute_loss(x, y, y_pred, sample_weight, training)
-        weights = ops.cast(y["masked_weights"], "float32")
-        if fused.use_fused(self.encoder.kernels):
-            # TensorFlow, outside an XLA compile: the [B * P, V] cross-entropy as XLA passes
-            logits = y_pred["mlm_logits"]
-            mlm_ce = ops.reshape(cross_entropy.sparse_softmax_cross_entropy(
-                ops.reshape(ops.cast(y["masked_ids"], "int32"), (-1,)),
-                ops.reshape(ops.cast(logits, "float32"), (-1, ops.shape(logits)[-1]))), ops.shape(weights))
-        else:
-            mlm_ce = keras.losses.sparse_categorical_crossentropy(
-                y["masked_ids"], y_pred["mlm_logits"], from_logits=True)
+        t = pretraining_terms(y, y_pred, self.encoder.kernels)
         # Google's normalisation: sum over real targets / (count + 1e-5).  With gradient
         # accumulation over k micro-batches, ``mlm_denominator`` (per sequence, all equal) is
         # (total count of the k + 1e-5) / k: the mean of the k gradients is then the gradient
@@ -89,10 +131,9 @@ class BertPretrainer(InMemoryPredict):
         if isinstance(y, dict) and "mlm_denominator" in y:
             denominator = ops.mean(ops.cast(y["mlm_denominator"], "float32"))
         else:
-            denominator = ops.sum(weights) + 1e-5
-        mlm_loss = ops.sum(mlm_ce * weights) / denominator
-        nsp_loss = ops.mean(keras.losses.sparse_categorical_crossentropy(
-            y["next_sentence_label"], y_pred["nsp_logits"], from_logits=True))
+            denominator = t["mlm_count"] + 1e-5
+        mlm_loss = t["mlm_sum"] / denominator
+        nsp_loss = t["nsp_sum"] / t["nsp_count"]
         self.mlm_loss.update_state(mlm_loss)
         self.nsp_loss.update_state(nsp_loss)
         loss = mlm_loss + nsp_loss

@@ -7,7 +7,8 @@ Modules:
   distribute       `resolve_strategy("auto" | "cpu" | "gpu" | "mirrored" | "multiworker" | "tpu")`.
   pretrain_config  `PretrainConfig`, the learning-rate schedule, the options safe to change on resume.
   pretrain_model   the run's `BertPretrainer`: from a preset, or continued from a checkpoint (``init``).
-  loop             `PretrainLoop` (the distributed step) and the MLM + NSP loss terms.
+  runner           `Run`, the pre-training run on every backend, handed `tensorflow_steps` or
+                   `keras_runner` (the backend's step: `BertPretrainer`'s Keras-compiled one).
   evaluation       `evaluate_pretrainer` (held-out accuracy with trivial baselines).
   pretrain         `pretrain`, the two-phase runner behind `bert-keras pretrain`; every public
                    name of the modules above is importable from it as well.

@@ -41,19 +41,12 @@ def evaluate_pretrainer(model, dataset, batches, mask_id=None, forward=None):
     for i, (features, labels) in enumerate(_numpy_batches(dataset)):
         if i >= batches:
             break
-        out = forward(features)
-        ids, weights = labels["masked_ids"].astype(np.int64), labels["masked_weights"].astype(np.float64)
-        ce, predicted = _cross_entropy(np.asarray(out["mlm_logits"], np.float32), ids)
-        nsp_ce, nsp_predicted = _cross_entropy(np.asarray(out["nsp_logits"], np.float32),
-                                               labels["next_sentence_label"].astype(np.int64))
+        out = {k: np.asarray(v, np.float32) for k, v in forward(features).items()}
+        for name, value in _terms(labels, out).items():
+            sums[name] += value
+        ids, weights = labels["masked_ids"].astype(np.int64), labels["masked_weights"]
         nsp_label = labels["next_sentence_label"]
-        hit = predicted == ids
-        sums["mlm_sum"] += float(np.sum(ce * weights))
-        sums["mlm_count"] += float(weights.sum())
-        sums["mlm_correct"] += float(np.sum(hit * weights))
-        sums["nsp_sum"] += float(np.sum(nsp_ce))
-        sums["nsp_count"] += float(len(nsp_label))
-        sums["nsp_correct"] += float(np.sum(nsp_predicted == nsp_label))
+        hit = out["mlm_logits"].argmax(-1) == ids
         real = weights > 0
         targets_seen.append(ids[real])
         nsp_labels.append(nsp_label)
@@ -94,18 +87,21 @@ def _numpy_batches(dataset):
         yield ({k: np.asarray(v) for k, v in features.items()}, {k: np.asarray(v) for k, v in labels.items()})
 
 
-def _cross_entropy(logits, ids, rows=4096):
-    """Per-target cross-entropy (float64) and argmax of float32 ``logits`` [..., V], a few
-    thousand rows at a time (the logits of a large batch at 512 tokens are gigabytes)."""
-    flat, targets = logits.reshape(-1, logits.shape[-1]), ids.reshape(-1)
-    ce, top = np.empty(len(flat), np.float64), np.empty(len(flat), np.int64)
-    for start in range(0, len(flat), rows):
-        x = flat[start:start + rows]
-        peak = x.max(-1, keepdims=True)
-        log_total = np.log(np.exp(x - peak).sum(-1, dtype=np.float64)) + peak[:, 0]
-        ce[start:start + rows] = log_total - x[np.arange(len(x)), targets[start:start + rows]]
-        top[start:start + rows] = x.argmax(-1)
-    return ce.reshape(ids.shape), top.reshape(ids.shape)
+def _terms(labels, outputs, rows=4096):
+    """`pretraining_terms` of a batch (the plain math), as floats, a few thousand MLM targets at a
+    time (the logits of a large batch at 512 tokens are gigabytes)."""
+    from bert_keras.models.pretrainer import pretraining_terms
+
+    n = len(labels["next_sentence_label"])
+    step = max(1, rows // max(1, labels["masked_ids"].shape[-1]))
+    sums = {}
+    for start in range(0, n, step):
+        part = slice(start, start + step)
+        terms = pretraining_terms({k: v[part] for k, v in labels.items()},
+                                  {k: v[part] for k, v in outputs.items()}, kernels="plain")
+        for name, value in terms.items():
+            sums[name] = sums.get(name, 0.0) + float(value)
+    return sums
 
 
 def summary(sums, target_counts, nsp_labels) -> dict:

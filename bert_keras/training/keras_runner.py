@@ -24,7 +24,7 @@ import numpy as np
 from bert_keras.errors import BertKerasError
 from bert_keras.training import devices
 # the window statistics, summed over optimiser steps (loss terms) or micro-batches (counts)
-from bert_keras.training.loop import _STATS
+from bert_keras.training.run_files import STATS
 from bert_keras.training.optimization import create_optimizer
 
 
@@ -138,7 +138,7 @@ class KerasSteps:
     def train(self, batches, steps, accumulation):
         """One optimiser step (``steps`` is 1): k micro-batches through ``train_on_batch``."""
         k = self.accumulation
-        stats = np.zeros(len(_STATS))
+        stats = np.zeros(len(STATS))
         micro_batches = [next(batches) for _ in range(k)]
         # the loss of one k-times larger batch: every micro-batch's MLM sum over the k's total count
         total = sum(float(np.sum(labels["masked_weights"])) for _, labels in micro_batches) + 1e-5

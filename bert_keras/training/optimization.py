@@ -92,7 +92,7 @@ class FusedAdamW(keras.optimizers.AdamW):
         # An embedding's gradient arrives as IndexedSlices with one row per lookup; Keras'
         # global norm squares those rows before summing the duplicates (a token seen twice
         # counts 2 g^2 instead of (2 g)^2), which is not the gradient's norm.  Summed first,
-        # the clip is torch's clip_grad_norm_ and the pre-training loop's.
+        # the clip is torch's clip_grad_norm_ and the pre-training step's.
         if self.global_clipnorm and keras.backend.backend() == "tensorflow":
             import tensorflow as tf
 

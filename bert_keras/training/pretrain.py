@@ -16,10 +16,10 @@ phase 1's weights and optimiser state.
 
 One runner (`runner.Run`) runs on every backend; what a backend does differently is the object
 it is handed: on TensorFlow `tensorflow_steps.TensorFlowSteps` (a `tf.distribute` strategy: one
-device, Mirrored, MultiWorkerMirrored, TPU; `loop.PretrainLoop` with ``steps_per_call`` steps
-a call), on JAX and PyTorch `keras_runner.KerasSteps` (Keras' compiled ``train_on_batch`` on a
+device, Mirrored, MultiWorkerMirrored, TPU; `BertPretrainer`'s Keras-compiled step, ``steps_per_call``
+steps a call), on JAX and PyTorch `keras_runner.KerasSteps` (Keras' compiled ``train_on_batch`` on a
 ``keras.distribution.DataParallel`` over every device of every host; PyTorch: one device).
-The pieces live in `pretrain_config`, `pretrain_model`, `loop`, `evaluation` and
+The pieces live in `pretrain_config`, `pretrain_model`, `evaluation` and
 `keras_checkpoints`; their public names are importable from here.
 
 Checkpoints (``model_dir/checkpoints/step-N/``, `keras_checkpoints`: one format on every
@@ -51,16 +51,16 @@ import tensorflow as tf
 from bert_keras.errors import BertKerasError
 from bert_keras.training import checkpoint_files
 from bert_keras.training.evaluation import evaluate_pretrainer
-from bert_keras.training.loop import (NonFiniteLossError, PretrainLoop, pretraining_terms,
-                                      sparse_softmax_cross_entropy)
+from bert_keras.layers.cross_entropy import sparse_softmax_cross_entropy
+from bert_keras.models.pretrainer import pretraining_terms
 from bert_keras.training.pretrain_config import (MIXED_PRECISION, SCHEDULES, PhasedSchedule, PretrainConfig,
                                                  learning_rate_schedule, resolve_path, split_heldout)
 from bert_keras.training.pretrain_model import build_pretrainer
-from bert_keras.training.run_files import read_metrics
+from bert_keras.training.run_files import NonFiniteLossError, read_metrics
 from bert_keras.training.runner import Run  # noqa: F401 - the runner itself, for tests and tools
 from bert_keras.locks import single_writer
 
-__all__ = ["PretrainConfig", "pretrain", "PretrainLoop", "evaluate_pretrainer", "pretraining_terms",
+__all__ = ["PretrainConfig", "pretrain", "evaluate_pretrainer", "pretraining_terms",
            "sparse_softmax_cross_entropy", "learning_rate_schedule", "PhasedSchedule", "NonFiniteLossError",
            "build_pretrainer", "resolve_path", "split_heldout", "MIXED_PRECISION", "SCHEDULES", "read_metrics"]
 

@@ -16,9 +16,16 @@ import tensorflow as tf
 
 from bert_keras.errors import BertKerasError
 from bert_keras.text.vocab import load_vocab, token_ids
-from bert_keras.training.loop import _STATS
 from bert_keras.training.pretrain_config import file_list, read_text, check_resume_options, split_heldout
 from bert_keras.writing import write_text
+
+# The statistics a backend's training call returns, in this order: the loss terms summed over
+# optimiser steps, the MLM and NSP correct predictions and counts summed over micro-batches.
+STATS = ("loss", "mlm_loss", "nsp_loss", "mlm_correct", "mlm_count", "nsp_correct", "nsp_count")
+
+
+class NonFiniteLossError(BertKerasError):
+    """The training loss became NaN or infinite; the last good checkpoint is kept."""
 
 
 def read_metrics(path):
@@ -79,7 +86,7 @@ def export_final(model, final_dir, spec, metadata):
 
 def metrics_record(cfg, schedule, step, phase, window, steps, elapsed) -> dict:
     """One line of ``metrics.jsonl``: the window's sums of the loss terms over ``steps`` optimiser
-    steps and of the MLM/NSP counts (`loop._STATS` order), its rate over ``elapsed`` seconds,
+    steps and of the MLM/NSP counts (`STATS` order), its rate over ``elapsed`` seconds,
     and the learning rate of the last step."""
     lr = float(keras.ops.convert_to_numpy(schedule(step - 1)))
     return {
@@ -98,8 +105,8 @@ class RunFiles:
     ``model_dir``, ``config_path``, ``say``, ``log`` and ``save``."""
 
     def start_window(self):
-        """A fresh log window: the statistics (`loop._STATS`) summed since the last metrics line."""
-        self.window, self.window_steps, self.window_start = np.zeros(len(_STATS)), 0, time.perf_counter()
+        """A fresh log window: the statistics (`STATS`) summed since the last metrics line."""
+        self.window, self.window_steps, self.window_start = np.zeros(len(STATS)), 0, time.perf_counter()
 
     def account(self, phase, end, totals, steps):
         """After ``steps`` optimiser steps whose statistics sum to ``totals``: the progress, the

@@ -6,7 +6,7 @@ checkpoint that reads), train each phase and evaluate it, export ``final/``.  Ev
 backend does differently is the small object it is handed, ``steps``:
 
 * `bert_keras.training.tensorflow_steps.TensorFlowSteps`: a `tf.distribute` strategy (one
-  device, Mirrored, MultiWorkerMirrored, TPU) and `loop.PretrainLoop` on it;
+  device, Mirrored, MultiWorkerMirrored, TPU) and Keras' compiled step of `BertPretrainer` on it;
 * `bert_keras.training.keras_runner.KerasSteps`: Keras' own compiled step (``train_on_batch``)
   on a ``keras.distribution.DataParallel`` over every device of every host (JAX), or on one
   device (PyTorch).
@@ -14,7 +14,7 @@ backend does differently is the small object it is handed, ``steps``:
 ``steps`` answers: which process writes (``chief``), how it describes its devices, the scope
 the model and optimiser are built in, the optimiser, the phase's batches (positioned after those
 already used), how many optimiser steps one call runs and the call itself (the statistics of
-`loop._STATS`, summed), how the held-out forward pass runs, and what its optimiser counts per
+`run_files.STATS`, summed), how the held-out forward pass runs, and what its optimiser counts per
 step (``accumulation``, for the checkpoint format).
 
 The checkpoints (`keras_checkpoints`, ``checkpoints/step-N/``) are one format on every backend:
@@ -36,10 +36,9 @@ from bert_keras.errors import BertKerasError
 from bert_keras.progress import Progress  # Keras' bar on a terminal, plain lines in a log
 from bert_keras.training import checkpoint_files, keras_checkpoints
 from bert_keras.training.evaluation import evaluate_pretrainer
-from bert_keras.training.loop import NonFiniteLossError
 from bert_keras.training.pretrain_config import read_text, check_corpus_files, learning_rate_schedule, phase_files
 from bert_keras.training.pretrain_model import build_pretrainer
-from bert_keras.training.run_files import RunFiles, append_metrics, export_final, metrics_record, truncate_metrics
+from bert_keras.training.run_files import NonFiniteLossError, RunFiles, append_metrics, export_final, metrics_record, truncate_metrics
 from bert_keras.writing import write_text
 
 logger = logging.getLogger("bert_keras.training")
