@@ -92,11 +92,15 @@ class FusedAdamW(keras.optimizers.AdamW):
         # An embedding's gradient arrives as IndexedSlices with one row per lookup; Keras'
         # global norm squares those rows before summing the duplicates (a token seen twice
         # counts 2 g^2 instead of (2 g)^2), which is not the gradient's norm.  Summed first,
-        # the clip is torch's clip_grad_norm_ and the pre-training step's.
+        # the clip is torch's clip_grad_norm_.  On TensorFlow the norm is tf.clip_by_global_norm's
+        # (one L2 kernel per gradient; Keras' square-then-sum writes a squared copy of each).
         if self.global_clipnorm and keras.backend.backend() == "tensorflow":
             import tensorflow as tf
 
             grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
+            present = [g for g in grads if g is not None]
+            clipped = iter(tf.clip_by_global_norm(present, self.global_clipnorm)[0])
+            return [next(clipped) if g is not None else None for g in grads]
         return super()._clip_gradients(grads)
 
     def update_step(self, gradient, variable, learning_rate):
