@@ -143,8 +143,10 @@ def run_ours(preset, seq_len, batch, precision, steps, warmup, jit=False):
         if train_steps:
             model.compile(optimizer=optimizer)
     if train_steps:
-        functions = {}
-        train = lambda iterator, n: train_steps(model, iterator, n, functions, jit)  # noqa: E731
+        from bert_keras.training.tensorflow_steps import train_function
+
+        function = train_function(model, jit)
+        train = lambda iterator, n: train_steps(model, iterator, n, function)  # noqa: E731
     else:
         from bert_keras.training.loop import PretrainLoop
 

@@ -56,8 +56,10 @@ def main(argv=None):
         if train_steps:
             model.compile(optimizer=optimizer)
     if train_steps:
-        functions = {}
-        train = lambda iterator, n: train_steps(model, iterator, n, functions, args.jit_compile)  # noqa: E731
+        from bert_keras.training.tensorflow_steps import train_function
+
+        function = train_function(model, args.jit_compile)
+        train = lambda iterator, n: train_steps(model, iterator, n, function)  # noqa: E731
     else:
         from bert_keras.training.loop import PretrainLoop
 

@@ -105,7 +105,7 @@ def run_ours(folder, plan, rule, peak_lr, warmup):
 
     import bert_keras as bk
     from bert_keras.training.optimization import WarmupPolynomialDecay, create_optimizer
-    from bert_keras.training.tensorflow_steps import train_steps
+    from bert_keras.training.tensorflow_steps import train_function, train_steps
 
     model = bk.load_checkpoint(folder, task="pretraining")
     schedule = WarmupPolynomialDecay(peak_lr, len(plan), warmup)
@@ -113,7 +113,7 @@ def run_ours(folder, plan, rule, peak_lr, warmup):
                                  beta_2=BETAS[1], epsilon=EPSILON, adam_rule=rule)
     optimizer.build(model.trainable_variables)
     model.compile(optimizer=optimizer)
-    losses, functions = [], {}
+    losses, train = [], train_function(model)
     for phase in (1, 2):
         steps = [micro for p, micro in plan if p == phase]
         if not steps:
@@ -124,7 +124,7 @@ def run_ours(folder, plan, rule, peak_lr, warmup):
         # the k micro-batches of each step stacked on a leading axis, as the runner feeds them
         iterator = iter(tf.data.Dataset.from_tensor_slices(stacked).batch(k, drop_remainder=True))
         for _ in steps:
-            losses.append(float(train_steps(model, iterator, 1, functions)[0]))
+            losses.append(float(train_steps(model, iterator, 1, train)[0]))
     return losses
 
 

@@ -91,7 +91,7 @@ def micro_step(model, features, labels, mlm_denominator, nsp_denominator):
     from bert_keras.models.pretrainer import pretraining_terms
 
     optimizer = model.optimizer
-    loss_scaled = isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+    loss_scaled = _loss_scale(optimizer) is not None
     variables = model.trainable_variables
     with tf.GradientTape() as tape:
         outputs = model(features, training=True)
@@ -122,9 +122,8 @@ def _micro_batches(features, labels):
 
 def _global_clip(optimizer, grads, replicas):
     """The summed gradient clipped to the optimiser's global norm, 1/``replicas`` of it per replica."""
-    inner = getattr(optimizer, "inner_optimizer", optimizer)
-    clip = inner.global_clipnorm
-    scale = tf.cast(optimizer.dynamic_scale, tf.float32) if inner is not optimizer else None
+    scale = _loss_scale(optimizer)
+    clip = (optimizer.inner_optimizer if scale is not None else optimizer).global_clipnorm
     if scale is not None:
         grads = [g / scale for g in grads]
     if clip:
@@ -133,3 +132,10 @@ def _global_clip(optimizer, grads, replicas):
     if scale is not None:
         grads = [g * scale for g in grads]
     return grads
+
+
+def _loss_scale(optimizer):
+    """The dynamic loss scale (float32) of a `keras.optimizers.LossScaleOptimizer`, else None."""
+    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        return tf.cast(optimizer.dynamic_scale, tf.float32)
+    return None

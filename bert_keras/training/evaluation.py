@@ -42,11 +42,11 @@ def evaluate_pretrainer(model, dataset, batches, mask_id=None, forward=None):
         if i >= batches:
             break
         out = {k: np.asarray(v, np.float32) for k, v in forward(features).items()}
-        for name, value in _terms(labels, out).items():
+        terms, hit = _terms(labels, out)
+        for name, value in terms.items():
             sums[name] += value
         ids, weights = labels["masked_ids"].astype(np.int64), labels["masked_weights"]
         nsp_label = labels["next_sentence_label"]
-        hit = out["mlm_logits"].argmax(-1) == ids
         real = weights > 0
         targets_seen.append(ids[real])
         nsp_labels.append(nsp_label)
@@ -88,20 +88,25 @@ def _numpy_batches(dataset):
 
 
 def _terms(labels, outputs, rows=4096):
-    """`pretraining_terms` of a batch (the plain math), as floats, a few thousand MLM targets at a
+    """`pretraining_terms` of a batch (the plain math), as floats, and which MLM targets were
+    predicted (bool ``[B, P]``, by the rule the terms count with), a few thousand MLM targets at a
     time (the logits of a large batch at 512 tokens are gigabytes)."""
-    from bert_keras.models.pretrainer import pretraining_terms
+    import keras
+
+    from bert_keras.models.pretrainer import pretraining_terms, target_is_largest
 
     n = len(labels["next_sentence_label"])
     step = max(1, rows // max(1, labels["masked_ids"].shape[-1]))
-    sums = {}
+    sums, hits = {}, []
     for start in range(0, n, step):
         part = slice(start, start + step)
-        terms = pretraining_terms({k: v[part] for k, v in labels.items()},
-                                  {k: v[part] for k, v in outputs.items()}, kernels="plain")
-        for name, value in terms.items():
+        chunk_labels = {k: v[part] for k, v in labels.items()}
+        chunk_outputs = {k: v[part] for k, v in outputs.items()}
+        for name, value in pretraining_terms(chunk_labels, chunk_outputs, kernels="plain").items():
             sums[name] = sums.get(name, 0.0) + float(value)
-    return sums
+        hit = target_is_largest(chunk_outputs["mlm_logits"], chunk_labels["masked_ids"].astype(np.int32))
+        hits.append(keras.ops.convert_to_numpy(hit) > 0)
+    return sums, np.concatenate(hits)
 
 
 def summary(sums, target_counts, nsp_labels) -> dict:

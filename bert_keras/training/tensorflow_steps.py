@@ -67,7 +67,7 @@ class TensorFlowSteps:
                                 loss_scale=cfg.mixed_precision == "fp16", adam_rule=cfg.adam_rule)
 
     def prepare(self, model, optimizer):
-        self.model, self.functions = model, {}
+        self.model, self.train_function = model, None
         with self.strategy.scope():  # the metrics' variables, one per replica
             model.compile(optimizer=optimizer, jit_compile=False)  # jit_compile: per micro-batch (train)
 
@@ -79,7 +79,7 @@ class TensorFlowSteps:
         from bert_keras.data import pretraining_dataset
 
         cfg = self.cfg
-        self.functions = {}  # a new trace for the phase's shapes
+        self.train_function = train_function(self.model, cfg.jit_compile)  # a new trace for the phase's shapes
         seq_len, max_pred = cfg.phase_seq_len(phase), cfg.phase_max_predictions(phase)
         accumulation = cfg.phase_accumulation(phase)
         micro_global = cfg.phase_batch_size(phase) // accumulation
@@ -100,37 +100,40 @@ class TensorFlowSteps:
 
     def train(self, iterator, steps, accumulation):
         """``steps`` optimiser steps in one call; their statistics (`run_files.STATS`), summed."""
-        return train_steps(self.model, iterator, steps, self.functions, jit_compile=self.cfg.jit_compile)
+        return train_steps(self.model, iterator, steps, self.train_function)
 
     def forward(self, model):
         return None  # the chief evaluates alone, on its own device
 
 
-def train_steps(model, iterator, steps, functions=None, jit_compile=False):
+def train_function(model, jit_compile=False):
+    """A `tf.function` ``(iterator, steps)`` that runs ``steps`` optimiser steps of a compiled
+    `BertPretrainer` on ``iterator``: the model's train step
+    (`bert_keras.models.tensorflow_step.train_step`, each micro-batch XLA-compiled with
+    ``jit_compile``) under ``strategy.run``, ``steps`` times (the count is an argument: one trace
+    serves every count).  Not Keras' own ``steps_per_execution`` loop: under MirroredStrategy its
+    ``tf.cond`` around the optimiser update fails ("You must feed a value for placeholder
+    tensor", keras-team/keras#19246)."""
+    strategy = model.distribute_strategy
+    # the step is plain Python over static shapes, as Keras runs it (no autograph)
+    step = tf.autograph.experimental.do_not_convert(
+        functools.partial(tensorflow_step.train_step, model, xla_micro_steps=jit_compile))
+
+    @tf.function
+    def train(iterator, steps):
+        for _ in tf.range(steps):
+            strategy.run(step, args=(next(iterator),))
+
+    return train
+
+
+def train_steps(model, iterator, steps, train=None, jit_compile=False):
     """Runs ``steps`` optimiser steps of a compiled `BertPretrainer` on ``iterator`` in one call and
-    returns their statistics (`statistics`).
-
-    One `tf.function` runs the model's train step (`bert_keras.models.tensorflow_step.train_step`,
-    each micro-batch XLA-compiled with ``jit_compile``) under ``strategy.run`` ``steps`` times (the
-    count is an argument: one trace serves every count).  Not Keras' own ``steps_per_execution`` loop: under
-    MirroredStrategy its ``tf.cond`` around the optimiser update fails ("You must feed a value for
-    placeholder tensor", keras-team/keras#19246).  ``functions`` keeps the traced function.
-    """
-    functions = {} if functions is None else functions
-    if "train" not in functions:
-        # the step is plain Python over static shapes, as Keras runs it (no autograph)
-        strategy = model.distribute_strategy
-        step = tf.autograph.experimental.do_not_convert(
-            functools.partial(tensorflow_step.train_step, model, xla_micro_steps=jit_compile))
-
-        @tf.function
-        def train(iterator, steps):
-            for _ in tf.range(steps):
-                strategy.run(step, args=(next(iterator),))
-
-        functions["train"] = train
+    returns their statistics (`statistics`).  ``train``: a `train_function` of ``model`` to reuse
+    (traced once); None builds one with ``jit_compile``."""
+    train = train or train_function(model, jit_compile)
     model.reset_metrics()
-    functions["train"](iterator, tf.constant(steps, tf.int32))
+    train(iterator, tf.constant(steps, tf.int32))
     return statistics(model, steps)
 
 
