@@ -511,3 +511,23 @@ def test_two_jax_processes_on_loopback_train_as_one_process_does(data, tmp_path)
     print(f"\n2 processes vs 1: losses {losses:.1e} relative, weights {weights:.1e}, held-out {gap:.1e}")
     assert len(two) == 4 and losses < 1e-6 and weights < 2e-6 and gap < 1e-6  # measured 1.1e-7, 1.5e-7, 7.7e-8
     assert sorted(os.listdir(tmp_path / "job" / "checkpoints")) == ["step-2", "step-3", "step-4"]
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch"])
+def test_the_runner_follows_hugging_face_and_torch_adamw_step_for_step_on_this_backend(backend, tmp_path):
+    """The runner's step on JAX or PyTorch (`KerasSteps`) against transformers' BertForPreTraining with
+    torch.optim.AdamW, from the same random BERT-tiny on the same batches: 90 steps at 128 tokens
+    and 10 at 512 (training/adam_rule_trajectories.py; TensorFlow's runner in test_pretrain_trajectory)."""
+    out = tmp_path / "trajectory"
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "training", "adam_rule_trajectories.py"),
+                           "--steps", "100", "--batch", "4", "--rules", "torch", "--accumulation", "1",
+                           "--workdir", str(tmp_path / "work"), "--out", str(out)],
+                          capture_output=True, text=True, env=_environment(KERAS_BACKEND=backend), timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = json.loads(out.with_suffix(".json").read_text())["runs"][0]
+    print(f"\n{backend}: first 20 max rel {run['max_relative_first_steps']:.2e}, 50-step means max rel "
+          f"{run['max_relative_window_mean']:.2e}, final {run['final_ours']:.5f} vs {run['final_reference']:.5f}")
+    assert run["ours"][-1] < run["ours"][0] - 0.5  # it learns: not two flat lines
+    # measured: first 20 steps 3.1e-7 (JAX) and 3.6e-7 (PyTorch), window means 5.2e-8 and 9.3e-8
+    assert run["max_relative_first_steps"] < 4e-6
+    assert run["max_relative_window_mean"] < 1e-6

@@ -6,7 +6,9 @@ phase 1 at sequence length 128 (20 predictions), phase 2 at 512 (80); dropout 0,
 float32, AdamW with weight decay 0.01 except LayerNorm and biases, betas (0.9, 0.999),
 BERT's epsilon 1e-6, global-norm clipping 1.0, linear warm-up (10%) and decay.
 
-Ours: `BertPretrainer`'s step as the runner runs it + `create_optimizer("adamw", adam_rule=RULE)`.
+Ours: `BertPretrainer`'s step as the runner runs it on the process's Keras backend
+(``KERAS_BACKEND``: TensorFlow's step, or `KerasSteps` on JAX and PyTorch) +
+`create_optimizer("adamw", adam_rule=RULE)`.
 References (the model is transformers' BertForPreTraining in each):
   torch   torch.optim.AdamW + get_linear_schedule_with_warmup
   google  a numpy transcription of google-research/bert's AdamWeightDecayOptimizer
@@ -100,7 +102,12 @@ def schedule_lambda(total, warmup):
 
 
 def run_ours(folder, plan, rule, peak_lr, warmup):
-    """Per-step loss of our step as the pre-training runner runs it (k micro-batches per step as in ``plan``)."""
+    """Per-step loss of our step as the pre-training runner runs it on this process's Keras backend
+    (k micro-batches per step as in ``plan``)."""
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        return _run_ours_keras(folder, plan, rule, peak_lr, warmup)
     import tensorflow as tf
 
     import bert_keras as bk
@@ -125,6 +132,32 @@ def run_ours(folder, plan, rule, peak_lr, warmup):
         iterator = iter(tf.data.Dataset.from_tensor_slices(stacked).batch(k, drop_remainder=True))
         for _ in steps:
             losses.append(float(train_steps(model, iterator, 1, train)[0]))
+    return losses
+
+
+def _run_ours_keras(folder, plan, rule, peak_lr, warmup):
+    """`run_ours` on JAX or PyTorch: the runner's `KerasSteps` (Keras' own step, ``train_on_batch``
+    per micro-batch, the optimiser accumulating k of them), on one device."""
+    import bert_keras as bk
+    from bert_keras.training.keras_runner import KerasSteps
+    from bert_keras.training.optimization import WarmupPolynomialDecay
+    from bert_keras.training.pretrain_config import PretrainConfig
+
+    k = len(plan[0][1])
+    batch = k * len(plan[0][1][0][1]["next_sentence_label"])
+    phase1 = sum(1 for p, _ in plan if p == 1)
+    cfg = PretrainConfig(preset="tiny", phase1_steps=phase1, phase2_steps=len(plan) - phase1, batch_size=batch,
+                         gradient_accumulation_steps=k, adam_rule=rule, learning_rate=peak_lr, warmup_steps=warmup,
+                         weight_decay=WEIGHT_DECAY, clipnorm=CLIP, beta_1=BETAS[0], beta_2=BETAS[1],
+                         epsilon=EPSILON, strategy="cpu")
+    runner = KerasSteps(cfg)
+    model = bk.load_checkpoint(folder, task="pretraining")
+    optimizer = runner.optimizer(WarmupPolynomialDecay(peak_lr, len(plan), warmup))
+    runner.prepare(model, optimizer)
+    losses = []
+    with runner.active():
+        for _, micro in plan:
+            losses.append(float(runner.train(iter(micro), 1, k)[0]))
     return losses
 
 
@@ -232,6 +265,7 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--rules", default="torch,google,keras")
     parser.add_argument("--accumulation", default="1,4", help="comma list of k")
+    parser.add_argument("--batch", type=int, default=8, help="sequences per optimiser step")
     parser.add_argument("--workdir", default=None, help="corpus and initial model (default: a new temporary folder)")
     parser.add_argument("--out", default=os.path.join(HERE, "results", "pretrain_loss_vs_reference"),
                         help="output path without extension (.json and .png are written)")
@@ -244,7 +278,7 @@ def main(argv=None):
     for k in (int(x) for x in args.accumulation.split(",")):
         for rule in args.rules.split(","):
             start = time.time()
-            run = trajectory(args.workdir, args.steps, rule, accumulation=k)
+            run = trajectory(args.workdir, args.steps, rule, accumulation=k, batch=args.batch)
             run["seconds"] = round(time.time() - start, 1)
             runs.append(run)
             print(f"{rule:6s} k={k}: first {run['first_steps']} steps max rel {run['max_relative_first_steps']:.2e}, "
