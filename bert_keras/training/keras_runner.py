@@ -55,9 +55,6 @@ class KerasSteps:
         if backend not in ("jax", "torch"):
             raise BertKerasError(f"Keras' own training step runs the pre-training on JAX or PyTorch here, and Keras "
                                  f"runs on {backend} in this process")
-        if "://" in (cfg.model_dir or ""):
-            raise BertKerasError(f"model_dir {cfg.model_dir}: on {backend} the runner writes a local folder "
-                                 "(a URL model_dir needs KERAS_BACKEND=tensorflow)")
         used = [p for p in (1, 2) if (cfg.phase1_steps if p == 1 else cfg.phase2_steps)]
         accumulations = {cfg.phase_accumulation(p) for p in used}
         if len(accumulations) > 1:
