@@ -250,6 +250,27 @@ def test_a_metrics_line_that_is_json_but_not_an_object_is_an_error_naming_it(tmp
     assert read_metrics(str(path)) == ([{"step": 1}], True)
 
 
+def test_a_run_on_a_remote_file_system_writes_every_file_there_and_final_reads_back(corpus, tmp_path,  # noqa: F811
+                                                                                   monkeypatch):
+    """A whole run with model_dir on ``ram://`` (TensorFlow's in-memory file system, as ``gs://``):
+    checkpoints, metrics.jsonl and final/ land there, none as a local folder named after the URL."""
+    monkeypatch.chdir(tmp_path)
+    remote = "ram://tf_run"
+    result = pretrain(PretrainConfig.from_dict(run_config(corpus, remote, phase1_steps=4, checkpoint_every=2)))
+    assert result["step"] == 4
+    assert sorted(n.rstrip("/") for n in tf.io.gfile.listdir(f"{remote}/checkpoints")) == ["step-2", "step-4"]
+    with tf.io.gfile.GFile(f"{remote}/metrics.jsonl") as f:
+        assert [json.loads(line)["step"] for line in f.read().splitlines()] == [2, 4]
+    names = [n.rstrip("/") for n in tf.io.gfile.listdir(f"{remote}/final")]
+    assert "bert_keras.json" in names and "model.safetensors" in names
+    copied = tmp_path / "final_copied_down"
+    copied.mkdir()
+    for name in names:
+        tf.io.gfile.copy(f"{remote}/final/{name}", str(copied / name))
+    assert bk.load_checkpoint(copied, task="pretraining") is not None
+    assert os.listdir(tmp_path) == ["final_copied_down"]  # nothing written under a local "ram:" folder
+
+
 def test_checkpoints_on_a_remote_file_system_are_written_state_last_read_and_rotated():
     """A ``gs://`` model_dir goes through TensorFlow's file system; ``ram://`` is one in memory."""
     import keras
