@@ -26,7 +26,8 @@ sys.path.insert(0, HERE)
 from machine import describe  # noqa: E402
 
 
-def _value(output, key):
+def json_value(output, key):
+    """The number ``key`` of the last JSON line of ``output`` that has it (a benchmark's result line)."""
     for line in reversed(output.splitlines()):
         line = line.strip()
         if line.startswith("{"):
@@ -79,7 +80,7 @@ def main(argv=None):
                                           env=_environment(trees[label]), capture_output=True, text=True)
                     if proc.returncode:
                         raise SystemExit(f"{label}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
-                    values[label].append(_value(proc.stdout, args.key))
+                    values[label].append(json_value(proc.stdout, args.key))
                 print(f"round {r + 1}: before {values['before'][-1]:.2f}, after {values['after'][-1]:.2f}", flush=True)
         finally:
             for tree in trees.values():

@@ -29,7 +29,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from bench_checkouts import _value  # noqa: E402
+from bench_checkouts import json_value  # noqa: E402
 from machine import describe  # noqa: E402
 
 # Per operation, its plain implementation (the tests' reference); see docs/design.md, "Kernel plan".
@@ -97,7 +97,7 @@ def main(argv=None):
             proc = subprocess.run([sys.executable, *child, *command], cwd=REPO, capture_output=True, text=True)
             if proc.returncode:
                 raise SystemExit(f"{name}: exit {proc.returncode}\n{proc.stderr[-3000:]}")
-            values[name].append(_value(proc.stdout, args.key))
+            values[name].append(json_value(proc.stdout, args.key))
             for line in proc.stdout.splitlines():
                 if line.startswith(CHANGED):
                     notes[name] = json.loads(line[len(CHANGED):])
