@@ -217,6 +217,16 @@ def replace_folder(tmp, final) -> None:
     _fsync_path(parent)
 
 
+def folder_entries(folder) -> list:
+    """The names in ``folder``, a local path or a URL (``gs://``, through `tf.io.gfile`)."""
+    folder = os.fspath(folder)
+    if "://" in folder:
+        import tensorflow as tf
+
+        return [e.rstrip("/") for e in tf.io.gfile.listdir(folder)]
+    return os.listdir(folder)
+
+
 def foreign_entries(folder, names=(), patterns=()) -> list:
     """The entries of ``folder`` that are neither in ``names`` nor match a glob of ``patterns`` (sorted).
 
@@ -225,12 +235,12 @@ def foreign_entries(folder, names=(), patterns=()) -> list:
     """
     import fnmatch
 
-    return sorted(e for e in os.listdir(folder)
+    return sorted(e for e in folder_entries(folder)
                   if e not in names and not any(fnmatch.fnmatchcase(e, p) for p in patterns))
 
 
 @contextlib.contextmanager
-def atomic_folder(final, may_replace=None, needs_bytes=None, kept=None):
+def atomic_folder(final, may_replace=None, needs_bytes=None, kept=None, last=None):
     """Write a folder as a whole: ``with atomic_folder(out) as tmp: <write files into tmp>``.
 
     The body writes into a fresh temporary sibling of ``final``; when it
@@ -248,10 +258,19 @@ def atomic_folder(final, may_replace=None, needs_bytes=None, kept=None):
         disk fills (`DiskFullError`, naming ``final``).
       kept: what a full disk leaves, in words, for that message (default: the
         previous version, if any, is unchanged).
+      last: a URL ``final`` (``gs://``, where no folder can be renamed into
+        place): the name of the file that says the folder is complete.  The
+        body writes into a local temporary folder; its files are then copied
+        up through `tf.io.gfile`, the previous version removed first and
+        ``last`` copied last, so a reader sees no folder or a complete one.
 
-    The call holds `single_writer` on ``final`` throughout.
+    The call holds `single_writer` on a local ``final`` throughout.
     """
     final = os.fspath(final)
+    if "://" in final:
+        with _remote_folder(final, may_replace, last) as tmp:
+            yield tmp
+        return
     written = 0
     with single_writer(final):
         try:
@@ -292,3 +311,28 @@ def _folder_in_place(final, may_replace):
     finally:
         if os.path.exists(tmp):
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _remote_folder(final, may_replace, last):
+    import tensorflow as tf
+
+    gfile = tf.io.gfile
+    if gfile.isdir(final) and gfile.listdir(final):
+        if may_replace is None:
+            raise BertKerasError(f"{final}: folder exists and is not empty; refusing to replace it")
+        may_replace(final)
+    elif gfile.exists(final) and not gfile.isdir(final):
+        raise BertKerasError(f"{final}: exists and is not a folder")
+    tmp = tempfile.mkdtemp(prefix=".bert_keras-upload-")
+    try:
+        yield tmp
+        files = [os.path.relpath(os.path.join(root, name), tmp) for root, _, names in os.walk(tmp) for name in names]
+        if gfile.exists(final):
+            gfile.rmtree(final)  # the completion marker goes with it: a reader meanwhile sees no folder
+        for name in sorted(files, key=lambda n: (n == last, n)):
+            target = final.rstrip("/") + "/" + name.replace(os.sep, "/")
+            gfile.makedirs(target.rsplit("/", 1)[0])
+            gfile.copy(os.path.join(tmp, name), target, overwrite=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

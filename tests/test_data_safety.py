@@ -16,7 +16,7 @@ import pytest
 tf = pytest.importorskip("tensorflow")
 
 import bert_keras as bk  # noqa: E402
-from bert_keras.checkpoints import load_checkpoint, save_checkpoint  # noqa: E402
+from bert_keras.checkpoints import checkpoint_metadata, load_checkpoint, save_checkpoint  # noqa: E402
 from bert_keras.errors import BertKerasError, CheckpointError  # noqa: E402
 
 WORDS = ("the a film movie plot is was good bad great awful fun witty dull mess jokes fall flat "
@@ -142,6 +142,46 @@ def test_save_checkpoint_refuses_a_foreign_folder_and_keeps_it(tmp_path, vocab_f
     with pytest.raises(BertKerasError, match="not empty"):
         save_checkpoint(_classifier(vocab_file, seed=1), hf, flavor="huggingface")
     assert _tree(hf) == before
+
+
+def _copied_down(remote, local):
+    import tensorflow as tf
+
+    os.makedirs(local)
+    for name in tf.io.gfile.listdir(remote):
+        tf.io.gfile.copy(f"{remote}/{name}", os.path.join(local, name))
+    return local
+
+
+def test_save_checkpoint_to_a_url_writes_its_marker_last_and_refuses_a_foreign_folder(tmp_path, vocab_file,
+                                                                                     monkeypatch):
+    import tensorflow as tf
+
+    remote = f"ram://{tmp_path.name}/best"  # TensorFlow's in-memory file system stands in for gs://
+    copied, copy = [], tf.io.gfile.copy
+    monkeypatch.setattr(tf.io.gfile, "copy", lambda a, b, overwrite=False: copied.append(b) or copy(a, b, overwrite))
+    _save_clf(remote, vocab_file, seed=0)
+    second = _save_clf(remote, vocab_file, seed=1, labels=("bad", "good"))  # a previous save is replaced
+    names = [c.rsplit("/", 1)[-1] for c in copied]
+    assert names == ["model.safetensors", "vocab.txt", "bert_keras.json"] * 2, names  # the marker last
+    assert sorted(tf.io.gfile.listdir(remote)) == ["bert_keras.json", "model.safetensors", "vocab.txt"]
+    back = load_checkpoint(_copied_down(remote, str(tmp_path / "down")), task="classification")
+    x = random_ids()
+    np.testing.assert_array_equal(np.asarray(back(x)), np.asarray(second(x)))
+    assert checkpoint_metadata(str(tmp_path / "down"))["labels"] == ["bad", "good"]
+    # a remote folder that is not a bert-keras save is refused and kept; so is one with a file added
+    foreign = f"ram://{tmp_path.name}/notes"
+    tf.io.gfile.makedirs(foreign)
+    with tf.io.gfile.GFile(foreign + "/mine.txt", "w") as f:
+        f.write("keep me")
+    with pytest.raises(BertKerasError, match="not a bert-keras checkpoint"):
+        _save_clf(foreign, vocab_file)
+    with tf.io.gfile.GFile(remote + "/README", "w") as f:
+        f.write("my notes")
+    with pytest.raises(BertKerasError, match="README"):
+        _save_clf(remote, vocab_file, seed=2)
+    assert tf.io.gfile.listdir(foreign) == ["mine.txt"] and "README" in tf.io.gfile.listdir(remote)
+    assert not [n for n in os.listdir(tmp_path) if n != "down"]  # nothing local but the copy made here
 
 
 def test_an_interrupted_save_leaves_the_previous_checkpoint(tmp_path, vocab_file, monkeypatch):

@@ -14,7 +14,7 @@ from bert_keras.checkpoints.formats import FORMAT_VERSION, METADATA_KEY, OURS_ME
 from bert_keras.checkpoints.mapping import encoder_entries, head_entries, model_variables, task_of
 from bert_keras.errors import BertKerasError
 from bert_keras.utils import import_tensorflow
-from bert_keras.writing import atomic_folder, atomic_write, foreign_entries, write_json
+from bert_keras.writing import atomic_folder, atomic_write, folder_entries, foreign_entries, write_json
 
 
 def _write_safetensors(path, tensors, metadata=None):
@@ -56,7 +56,7 @@ def check_replaceable(folder) -> None:
     Raises:
       BertKerasError: naming the folder and what makes it foreign.
     """
-    if not os.path.exists(os.path.join(folder, OURS_META)):
+    if OURS_META not in folder_entries(folder):
         raise BertKerasError(f"{folder}: folder exists, is not empty and is not a bert-keras checkpoint; "
                              "refusing to replace it (choose another folder)")
     foreign = foreign_entries(folder, _SAVED_NAMES)
@@ -82,7 +82,8 @@ def save_checkpoint(model, folder, vocab_path=None, flavor="bert_keras", lower_c
 
     Args:
         model: any bert_keras model.
-        folder: output folder (created).
+        folder: output folder (created); a URL (``gs://``) is written through `tf.io.gfile`,
+            the completion marker last.
         vocab_path: vocab.txt to copy in (default: ``model.vocab_path`` when set).
         flavor: "bert_keras" (bert_keras.json + model.safetensors with our names),
             "huggingface" (config.json + model.safetensors, loadable by
@@ -109,7 +110,8 @@ def save_checkpoint(model, folder, vocab_path=None, flavor="bert_keras", lower_c
     final = os.fspath(folder)
     if flavor == "google":  # before anything is written
         import_tensorflow(f"{final}: writing a Google TF1 checkpoint")
-    with atomic_folder(final, may_replace=check_replaceable if flavor == "bert_keras" else None) as tmp:
+    ours = flavor == "bert_keras"
+    with atomic_folder(final, may_replace=check_replaceable if ours else None, last=OURS_META if ours else None) as tmp:
         if flavor == "keras_hub":
             from bert_keras.checkpoints.keras_hub import save_preset
 

@@ -133,26 +133,11 @@ def write_step(folder, step, phase, model_variables, optimizer_variables, torch_
         "model_variables": [v.path for v in model_variables],
         "optimizer_variables": [v.path for v in stored]}, indent=1)
     needs = sum(a.nbytes for values in arrays.values() for a in values.values())
-    if "://" in folder:
-        return _write_remote(folder, arrays, state)
-    with atomic_folder(folder, may_replace=lambda _: None, needs_bytes=needs, kept=kept) as tmp:
+    # state.json last on a remote file system: the folder counts once it is there
+    with atomic_folder(folder, may_replace=lambda _: None, needs_bytes=needs, kept=kept, last="state.json") as tmp:
         for name, values in arrays.items():
             np.savez(os.path.join(tmp, name), **values)
         write_text(os.path.join(tmp, "state.json"), state)
-
-
-def _write_remote(folder, arrays, state):
-    gfile = _gfile()
-    if gfile.exists(folder):
-        gfile.rmtree(folder)
-    gfile.makedirs(folder)
-    for name, values in arrays.items():  # in memory first: a remote file may not tell its position
-        buffer = io.BytesIO()
-        np.savez(buffer, **values)
-        with gfile.GFile(os.path.join(folder, name), "wb") as f:
-            f.write(buffer.getvalue())
-    with gfile.GFile(os.path.join(folder, "state.json"), "w") as f:  # last: the folder counts once it is there
-        f.write(state)
 
 
 def _npz(path):

@@ -77,38 +77,12 @@ def append_metrics(path, record):
 
 
 def export_final(model, final_dir, spec, metadata):
-    """``final/`` as a whole: `save_checkpoint` writes a temporary sibling and renames it into place,
-    replacing only a previous bert-keras save.  Elsewhere (``gs://``, through TensorFlow's file
-    system, where a folder cannot be renamed at once) it is saved locally and copied up, its
-    completion marker ``bert_keras.json`` last."""
-    import tempfile
-
+    """``final/`` as a whole (`save_checkpoint`): a temporary sibling renamed into place, or on
+    ``gs://`` copied up with its completion marker ``bert_keras.json`` last; it replaces only a
+    previous bert-keras save."""
     from bert_keras.checkpoints import save_checkpoint
 
-    if "://" not in final_dir:
-        save_checkpoint(model, final_dir, vocab_path=spec.vocab_path, lower_case=spec.lower_case, metadata=metadata)
-        return
-    with tempfile.TemporaryDirectory(prefix="final-") as tmp:
-        local = os.path.join(tmp, "final")
-        save_checkpoint(model, local, vocab_path=spec.vocab_path, lower_case=spec.lower_case, metadata=metadata)
-        _copy_up(local, final_dir)
-
-
-def _copy_up(local, remote, marker="bert_keras.json"):
-    """The files of the folder ``local`` into the folder ``remote`` (a URL), ``marker`` last; a
-    previous bert-keras save there is replaced, anything else refused in one line."""
-    gfile = tf.io.gfile
-    if gfile.isdir(remote):
-        names = [n.rstrip("/") for n in gfile.listdir(remote)]
-        if names and marker not in names:
-            raise BertKerasError(f"{remote}: folder exists, is not empty and is not a bert-keras checkpoint; "
-                                 "refusing to replace it (choose another folder)")
-        gfile.rmtree(remote)  # the marker goes first: a reader meanwhile sees no checkpoint
-    files = [os.path.relpath(os.path.join(root, name), local) for root, _, names in os.walk(local) for name in names]
-    for name in sorted(files, key=lambda n: n == marker):
-        target = remote.rstrip("/") + "/" + name.replace(os.sep, "/")
-        gfile.makedirs(target.rsplit("/", 1)[0])
-        gfile.copy(os.path.join(local, name), target, overwrite=True)
+    save_checkpoint(model, final_dir, vocab_path=spec.vocab_path, lower_case=spec.lower_case, metadata=metadata)
 
 
 def metrics_record(cfg, schedule, step, phase, window, steps, elapsed) -> dict:
