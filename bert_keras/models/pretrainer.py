@@ -9,7 +9,7 @@ from bert_keras.models.encoder import INPUT_NAMES, BertEncoder, encoder_inputs
 from bert_keras.models.inference import InMemoryPredict
 
 
-def pretraining_terms(labels, outputs, kernels="auto"):
+def pretraining_terms(labels, outputs, kernels="auto", hits=False):
     """The summed terms of the MLM + NSP loss of one (micro-)batch, on any backend: the one
     definition the training step, `BertPretrainer.compute_loss` and the pre-training runner use.
 
@@ -19,6 +19,8 @@ def pretraining_terms(labels, outputs, kernels="auto"):
         kernels: the encoder's ``kernels`` option; where the kernel plan's ``loss`` is "xla"
             (TensorFlow, outside a whole-step XLA compile), the MLM cross-entropy is
             `cross_entropy.sparse_softmax_cross_entropy`.
+        hits: also return ``mlm_hit``, 1.0 where the target's logit is the row's largest ([B, P],
+            by `target_is_largest`), for counts split by how each target was shown.
 
     Returns:
         float32 scalars: ``mlm_sum`` (the MLM cross-entropy summed over real targets),
@@ -40,7 +42,7 @@ def pretraining_terms(labels, outputs, kernels="auto"):
     # the [B, P, V] logits: Keras' argmax on TensorFlow takes four, 25 vs 2.7 ms at [32, 19, 30522])
     mlm_hit = target_is_largest(logits, ids)
     nsp_hit = target_is_largest(nsp_logits, nsp_label)
-    return {
+    terms = {
         "mlm_sum": ops.sum(mlm_ce * weights),
         "mlm_count": ops.sum(weights),
         "mlm_correct": ops.sum(mlm_hit * weights),
@@ -48,6 +50,9 @@ def pretraining_terms(labels, outputs, kernels="auto"):
         "nsp_count": ops.cast(ops.size(nsp_ce), "float32"),
         "nsp_correct": ops.sum(nsp_hit),
     }
+    if hits:
+        terms["mlm_hit"] = mlm_hit
+    return terms
 
 
 def target_is_largest(logits, ids):

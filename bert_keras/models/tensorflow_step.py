@@ -91,7 +91,7 @@ def micro_step(model, features, labels, mlm_denominator, nsp_denominator):
     from bert_keras.models.pretrainer import pretraining_terms
 
     optimizer = model.optimizer
-    loss_scaled = _loss_scale(optimizer) is not None
+    loss_scaled = _scales_loss(optimizer)
     variables = model.trainable_variables
     with tf.GradientTape() as tape:
         outputs = model(features, training=True)
@@ -134,8 +134,11 @@ def _global_clip(optimizer, grads, replicas):
     return grads
 
 
+def _scales_loss(optimizer) -> bool:
+    """Whether ``optimizer`` is a `keras.optimizers.LossScaleOptimizer` (fp16)."""
+    return isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+
+
 def _loss_scale(optimizer):
     """The dynamic loss scale (float32) of a `keras.optimizers.LossScaleOptimizer`, else None."""
-    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-        return tf.cast(optimizer.dynamic_scale, tf.float32)
-    return None
+    return tf.cast(optimizer.dynamic_scale, tf.float32) if _scales_loss(optimizer) else None

@@ -93,7 +93,7 @@ def _terms(labels, outputs, rows=4096):
     time (the logits of a large batch at 512 tokens are gigabytes)."""
     import keras
 
-    from bert_keras.models.pretrainer import pretraining_terms, target_is_largest
+    from bert_keras.models.pretrainer import pretraining_terms
 
     n = len(labels["next_sentence_label"])
     step = max(1, rows // max(1, labels["masked_ids"].shape[-1]))
@@ -102,10 +102,10 @@ def _terms(labels, outputs, rows=4096):
         part = slice(start, start + step)
         chunk_labels = {k: v[part] for k, v in labels.items()}
         chunk_outputs = {k: v[part] for k, v in outputs.items()}
-        for name, value in pretraining_terms(chunk_labels, chunk_outputs, kernels="plain").items():
+        terms = pretraining_terms(chunk_labels, chunk_outputs, kernels="plain", hits=True)
+        hits.append(keras.ops.convert_to_numpy(terms.pop("mlm_hit")) > 0)
+        for name, value in terms.items():
             sums[name] = sums.get(name, 0.0) + float(value)
-        hit = target_is_largest(chunk_outputs["mlm_logits"], chunk_labels["masked_ids"].astype(np.int32))
-        hits.append(keras.ops.convert_to_numpy(hit) > 0)
     return sums, np.concatenate(hits)
 
 
