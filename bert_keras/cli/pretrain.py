@@ -95,8 +95,8 @@ _FLAGS = {
     "strategy": dict(choices=["auto", "cpu", "gpu", "mirrored", "multiworker", "tpu"]),
     "tpu": dict(metavar="NAME", help="TPU name or grpc:// address; 'local' on a TPU VM"),
     "mixed_precision": dict(choices=list(MIXED_PRECISION)),
-    "steps_per_call": dict(type=int, metavar="N", help="optimiser steps per tf.function call (TPU: 100+; "
-                                                       "TensorFlow only)"),
+    "steps_per_call": dict(type=int, metavar="N", help="optimiser steps per call of the compiled step "
+                                                       "(TPU: 100+)"),
     "log_every": dict(type=int, metavar="N"),
     "checkpoint_every": dict(type=int, metavar="N"),
     "keep_checkpoints": dict(type=int, metavar="K"),
@@ -110,7 +110,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for field, kwargs in _FLAGS.items():
         parser.add_argument("--" + field.replace("_", "-"), dest=field, default=None, **kwargs)
     parser.add_argument("--jit-compile", dest="jit_compile", action="store_true", default=None,
-                        help="compile the training step with XLA")
+                        help="compile each micro-batch's step with XLA (TensorFlow; JAX always does)")
     parser.add_argument("--whole-word-masking", dest="whole_word_masking", action="store_true", default=None)
     parser.add_argument("--cased", dest="lower_case", action="store_false", default=None,
                         help="cased vocabulary (no lower-casing)")

@@ -8,10 +8,15 @@ step, on every device of every host (JAX) or on one device (PyTorch).
   (one SPMD program), so the global-norm clip is the true global norm.
 * several hosts: every process reads the whole global batch (the same stream, so the job
   equals a one-process run) and feeds its share; process 0 writes ``model_dir``.
-* one optimiser step: ``compile()`` once, then ``train_on_batch`` on each micro-batch of the
-  phase's `pretraining_dataset` (read as numpy); with ``gradient_accumulation_steps`` k the
-  optimiser applies the mean of the k micro-batch gradients, each micro-batch's MLM sum
-  divided by the k's total target count / k (`BertPretrainer`'s ``mlm_denominator``).
+* one call (up to ``steps_per_call`` optimiser steps): ``compile()`` once per phase, then one
+  ``fit`` over the call's micro-batches of the phase's `pretraining_dataset` (read as numpy).  On
+  JAX Keras' ``steps_per_execution`` is the call's micro-batch count: the compiled step runs
+  them back to back, the variables and logs come back once per call.  PyTorch runs them one by one
+  (Keras' ``steps_per_execution`` is 1 there) and eagerly: Keras' ``torch.compile`` took 46 s to
+  compile BERT-tiny's step and then ran it 21x slower, so ``jit_compile`` stays off.  With
+  ``gradient_accumulation_steps`` k the optimiser applies the mean of the k micro-batch
+  gradients, each micro-batch's MLM sum divided by the k's total target count / k
+  (`BertPretrainer`'s ``mlm_denominator``).
 """
 
 from __future__ import annotations
@@ -23,8 +28,6 @@ import numpy as np
 
 from bert_keras.errors import BertKerasError
 from bert_keras.training import devices
-# the window statistics, summed over optimiser steps (loss terms) or micro-batches (counts)
-from bert_keras.training.run_files import STATS
 from bert_keras.training.optimization import create_optimizer
 
 
@@ -47,7 +50,6 @@ class KerasSteps:
 
     reads_earlier_format = False
     unreadable = ()
-    steps_per_call = 1
     strategy = None
 
     def __init__(self, cfg):
@@ -64,13 +66,16 @@ class KerasSteps:
                 "optimiser accumulates for both phases (use one value, or KERAS_BACKEND=tensorflow)")
         self.cfg = cfg
         self.accumulation = accumulations.pop() if accumulations else 1
+        self.steps_per_call = cfg.steps_per_call
         # several hosts (JAX): every process runs the run; process 0 writes model_dir
         self.process, self.processes = devices.join_processes(cfg.strategy)
         self.chief = self.process == 0
         self.devices = devices.select_devices(cfg.strategy, cfg.tpu)
         self.jax = backend == "jax"
         self.torch_rng = not self.jax  # dropout of an unseeded layer draws from torch's global generator
-        self.distribution = keras.distribution.DataParallel(devices=self.devices) if self.jax else None
+        # every process feeds its own share (`local`): Keras shards nothing itself
+        self.distribution = keras.distribution.DataParallel(
+            devices=self.devices, auto_shard_dataset=False) if self.jax else None
         self.replicas = len(self.devices)
         self.name = "DataParallel" if self.jax else "one device"
         self.stops_alone = self.processes == 1  # one process of several cannot stop alone
@@ -99,8 +104,9 @@ class KerasSteps:
 
     def describe(self):
         hosts = f" ({self.processes} processes)" if self.processes > 1 else ""
+        eager = " (jit_compile: PyTorch's step runs eagerly)" if self.cfg.jit_compile and not self.jax else ""
         return (f"backend: {keras.backend.backend()}, {self.name}, {self.replicas} replica(s) on "
-                f"{', '.join(self.devices)}{hosts}")
+                f"{', '.join(self.devices)}{hosts}{eager}")
 
     def scope(self):
         return contextlib.nullcontext()
@@ -115,7 +121,9 @@ class KerasSteps:
 
     def prepare(self, model, optimizer):
         self.model = model
-        model.compile(optimizer=optimizer)
+        # JAX: the call's micro-batches in one execution; PyTorch allows only 1
+        calls = self.steps_per_call * self.accumulation if self.jax else 1
+        model.compile(optimizer=optimizer, steps_per_execution=calls, jit_compile=self.jax)
 
     def restored(self, model, optimizer):
         if self.jax:
@@ -133,22 +141,37 @@ class KerasSteps:
         return (ds.skip(done * k) if done else ds).as_numpy_iterator()
 
     def train(self, batches, steps, accumulation):
-        """One optimiser step (``steps`` is 1): k micro-batches through ``train_on_batch``."""
+        """``steps`` optimiser steps, k micro-batches each, in one ``fit``; their summed statistics."""
         k = self.accumulation
-        stats = np.zeros(len(STATS))
-        micro_batches = [next(batches) for _ in range(k)]
-        # the loss of one k-times larger batch: every micro-batch's MLM sum over the k's total count
-        total = sum(float(np.sum(labels["masked_weights"])) for _, labels in micro_batches) + 1e-5
-        for features, labels in micro_batches:
-            fed = labels if k == 1 else dict(
-                labels, mlm_denominator=np.full(len(labels["next_sentence_label"]), total / k, "float32"))
-            # every process reads the whole global batch and feeds its share (the job's is the whole)
-            logs = self.model.train_on_batch(self.local(features), self.local(fed), return_dict=True)
-            mlm_count = float(np.sum(labels["masked_weights"]))
-            nsp_count = float(len(labels["next_sentence_label"]))
-            stats += [logs["loss"] / k, logs["mlm_loss"] / k, logs["nsp_loss"] / k,
-                      logs["mlm_accuracy"] * mlm_count, mlm_count, logs["nsp_accuracy"] * nsp_count, nsp_count]
-        return stats
+        features, fed, counts = [], [], np.zeros(2)
+        for _ in range(steps):
+            micro_batches = [next(batches) for _ in range(k)]
+            # the loss of one k-times larger batch: every micro-batch's MLM sum over the k's total count
+            total = sum(float(np.sum(labels["masked_weights"])) for _, labels in micro_batches) + 1e-5
+            for x, labels in micro_batches:
+                n = len(labels["next_sentence_label"])
+                # every process reads the whole global batch and feeds its share (the job's is the whole)
+                features.append(self.local(x))
+                fed.append(self.local(labels if k == 1 else
+                                      dict(labels, mlm_denominator=np.full(n, total / k, "float32"))))
+                counts += [np.sum(labels["masked_weights"]), n]
+        history = self.model.fit(**self.fit_data(features, fed), epochs=1, shuffle=False, verbose=0)
+        # Keras' logs are the call's means: the losses over its micro-batches, the accuracies over
+        # its targets and sequences
+        logs = {key: float(values[-1]) for key, values in history.history.items()}
+        return np.array([logs["loss"] * steps, logs["mlm_loss"] * steps, logs["nsp_loss"] * steps,
+                         logs["mlm_accuracy"] * counts[0], counts[0], logs["nsp_accuracy"] * counts[1], counts[1]])
+
+    def fit_data(self, features, labels):
+        """``fit``'s data arguments for the call's micro-batches, in order."""
+        if self.jax:
+            return {"x": _joined(features), "y": _joined(labels), "batch_size": len(labels[0]["next_sentence_label"])}
+        import torch
+
+        # a loader with its own generator: Keras' would draw its seed from torch's global
+        # generator, which dropout draws from, so the call's length would change the masks
+        return {"x": torch.utils.data.DataLoader(list(zip(features, labels)), batch_size=None,
+                                                 generator=torch.Generator())}
 
     def local(self, batch):
         """This process's share of a global batch (all of it with one process)."""
@@ -168,3 +191,8 @@ class KerasSteps:
             out = model.predict_on_batch(self.local(features))
             return {k: devices.gather_from_processes(v) for k, v in out.items()}
         return forward
+
+
+def _joined(batches):
+    """Micro-batches (dicts of arrays) as one dict of arrays, in order."""
+    return {key: np.concatenate([batch[key] for batch in batches]) for key in batches[0]}

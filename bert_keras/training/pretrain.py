@@ -17,7 +17,7 @@ phase 1's weights and optimiser state.
 One runner (`runner.Run`) runs on every backend; what a backend does differently is the object
 it is handed: on TensorFlow `tensorflow_steps.TensorFlowSteps` (a `tf.distribute` strategy: one
 device, Mirrored, MultiWorkerMirrored, TPU; `BertPretrainer`'s Keras-compiled step, ``steps_per_call``
-steps a call), on JAX and PyTorch `keras_runner.KerasSteps` (Keras' compiled ``train_on_batch`` on a
+steps a call), on JAX and PyTorch `keras_runner.KerasSteps` (Keras' compiled step, one ``fit`` a call, on a
 ``keras.distribution.DataParallel`` over every device of every host; PyTorch: one device).
 The pieces live in `pretrain_config`, `pretrain_model`, `evaluation` and
 `keras_checkpoints`; their public names are importable from here.

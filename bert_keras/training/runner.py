@@ -7,7 +7,7 @@ backend does differently is the small object it is handed, ``steps``:
 
 * `bert_keras.training.tensorflow_steps.TensorFlowSteps`: a `tf.distribute` strategy (one
   device, Mirrored, MultiWorkerMirrored, TPU) and Keras' compiled step of `BertPretrainer` on it;
-* `bert_keras.training.keras_runner.KerasSteps`: Keras' own compiled step (``train_on_batch``)
+* `bert_keras.training.keras_runner.KerasSteps`: Keras' own compiled step (one ``fit`` a call)
   on a ``keras.distribution.DataParallel`` over every device of every host (JAX), or on one
   device (PyTorch).
 
