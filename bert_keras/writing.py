@@ -62,7 +62,9 @@ def disk_full_error(path, written, needs_bytes, error, kept=None) -> DiskFullErr
     """The one-line error for a full disk while writing ``path`` (``written`` bytes were on disk),
     ending with what was ``kept`` (default: the previous version, if any, is unchanged)."""
     kept = kept or "the previous version, if any, is unchanged"
-    folder = os.path.dirname(os.path.abspath(os.fspath(path)))
+    path = os.fspath(path)
+    # a URL's folder is first written into the local temporary folder (`atomic_folder`)
+    folder = tempfile.gettempdir() if "://" in path else os.path.dirname(os.path.abspath(path))
     try:
         free = shutil.disk_usage(folder).free
     except OSError:
@@ -267,14 +269,11 @@ def atomic_folder(final, may_replace=None, needs_bytes=None, kept=None, last=Non
     The call holds `single_writer` on a local ``final`` throughout.
     """
     final = os.fspath(final)
-    if "://" in final:
-        with _remote_folder(final, may_replace, last) as tmp:
-            yield tmp
-        return
+    remote = "://" in final
     written = 0
-    with single_writer(final):
+    with contextlib.nullcontext() if remote else single_writer(final):
         try:
-            with _folder_in_place(final, may_replace) as tmp:
+            with _remote_folder(final, may_replace, last) if remote else _folder_in_place(final, may_replace) as tmp:
                 try:
                     yield tmp
                     written = _size_of(tmp)
