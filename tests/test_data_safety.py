@@ -144,15 +144,6 @@ def test_save_checkpoint_refuses_a_foreign_folder_and_keeps_it(tmp_path, vocab_f
     assert _tree(hf) == before
 
 
-def _copied_down(remote, local):
-    import tensorflow as tf
-
-    os.makedirs(local)
-    for name in tf.io.gfile.listdir(remote):
-        tf.io.gfile.copy(f"{remote}/{name}", os.path.join(local, name))
-    return local
-
-
 def test_save_checkpoint_to_a_url_writes_its_marker_last_and_refuses_a_foreign_folder(tmp_path, vocab_file,
                                                                                      monkeypatch):
     import tensorflow as tf
@@ -165,10 +156,26 @@ def test_save_checkpoint_to_a_url_writes_its_marker_last_and_refuses_a_foreign_f
     names = [c.rsplit("/", 1)[-1] for c in copied]
     assert names == ["model.safetensors", "vocab.txt", "bert_keras.json"] * 2, names  # the marker last
     assert sorted(tf.io.gfile.listdir(remote)) == ["bert_keras.json", "model.safetensors", "vocab.txt"]
-    back = load_checkpoint(_copied_down(remote, str(tmp_path / "down")), task="classification")
+    # read back from the URL: a local copy in the cache, made again when the URL's files change
+    monkeypatch.setenv("BERT_KERAS_CACHE", str(tmp_path / "cache"))
     x = random_ids()
-    np.testing.assert_array_equal(np.asarray(back(x)), np.asarray(second(x)))
-    assert checkpoint_metadata(str(tmp_path / "down"))["labels"] == ["bad", "good"]
+    np.testing.assert_array_equal(np.asarray(load_checkpoint(remote, task="classification")(x)), np.asarray(second(x)))
+    assert checkpoint_metadata(remote)["labels"] == ["bad", "good"]
+    # ram:// keeps no modification times, so every open copies; with them, an unchanged folder is not
+    copied.clear()
+    stat = tf.io.gfile.stat
+    monkeypatch.setattr(tf.io.gfile, "stat", lambda p: type("Stat", (), {"length": stat(p).length, "mtime_nsec": 7}))
+    for _ in range(2):
+        checkpoint_metadata(remote)
+    assert len(copied) == 3, copied  # copied once
+    third = _save_clf(remote, vocab_file, seed=3, labels=("x", "y"))  # bert_keras.json's size changes
+    np.testing.assert_array_equal(np.asarray(load_checkpoint(remote, task="classification")(x)), np.asarray(third(x)))
+    assert checkpoint_metadata(remote)["labels"] == ["x", "y"]
+    monkeypatch.setattr(tf.io.gfile, "stat", stat)
+    bk.save_checkpoint(bk.BertEncoder(bk.BertConfig.preset("tiny", vocab_size=len(VOCAB))), f"ram://{tmp_path.name}/google",
+                       vocab_path=vocab_file, flavor="google")
+    google = load_checkpoint(f"ram://{tmp_path.name}/google/bert_model.ckpt")  # a Google prefix at a URL
+    assert google.config.vocab_size == len(VOCAB)
     # a remote folder that is not a bert-keras save is refused and kept; so is one with a file added
     foreign = f"ram://{tmp_path.name}/notes"
     tf.io.gfile.makedirs(foreign)
@@ -181,7 +188,7 @@ def test_save_checkpoint_to_a_url_writes_its_marker_last_and_refuses_a_foreign_f
     with pytest.raises(BertKerasError, match="README"):
         _save_clf(remote, vocab_file, seed=2)
     assert tf.io.gfile.listdir(foreign) == ["mine.txt"] and "README" in tf.io.gfile.listdir(remote)
-    assert not [n for n in os.listdir(tmp_path) if n != "down"]  # nothing local but the copy made here
+    assert sorted(os.listdir(tmp_path)) == ["cache"]  # nothing local but the cache's copy
 
 
 def test_an_interrupted_save_leaves_the_previous_checkpoint(tmp_path, vocab_file, monkeypatch):

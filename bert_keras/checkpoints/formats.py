@@ -315,8 +315,13 @@ def _open_ours(folder):
 
 
 def open_checkpoint(path) -> RawCheckpoint:
-    """Detect the layout of ``path`` (a folder, or a Google checkpoint prefix) and open it."""
+    """Detect the layout of ``path`` (a folder, or a Google checkpoint prefix; local or a URL such as
+    ``gs://``, read from a local copy: `bert_keras.checkpoints.remote`) and open it."""
     path = os.fspath(path)
+    if "://" in path:
+        from bert_keras.checkpoints import remote
+
+        path = remote.local_copy(path)
     if not os.path.exists(path) and not os.path.exists(path + ".index"):
         raise CheckpointError(f"checkpoint not found: {path}")
     if os.path.isdir(path):

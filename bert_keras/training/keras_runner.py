@@ -166,8 +166,7 @@ class KerasSteps:
         """``fit``'s data arguments for the call's micro-batches, in order."""
         if self.jax:
             return {"x": _joined(features), "y": _joined(labels), "batch_size": len(labels[0]["next_sentence_label"])}
-        import torch
-
+        torch = devices.backend_module("torch")
         # a loader with its own generator: Keras' would draw its seed from torch's global
         # generator, which dropout draws from, so the call's length would change the masks
         return {"x": torch.utils.data.DataLoader(list(zip(features, labels)), batch_size=None,
