@@ -24,10 +24,6 @@ BESIDE_A_PREFIX = ("bert_config.json", "vocab.txt", "checkpoint")
 RECORD = ".remote.json"
 
 
-def is_url(path) -> bool:
-    return "://" in os.fspath(path)
-
-
 def cache_folder(url):
     from bert_keras.samples.registry import default_cache_dir
 
