@@ -47,22 +47,23 @@ def local_copy(url) -> str:
     else:
         raise CheckpointError(f"checkpoint not found: {url}")
     folder = cache_folder(url)
-    stats = {}
-    for root, name in files:
-        stat = gfile.stat(root.rstrip("/") + "/" + name)
-        stats[root.rstrip("/")[len(url):].lstrip("/") + "/" + name] = [stat.length, stat.mtime_nsec]
-    stats = {"url": url, "files": stats}
+    # each file once: where it is at the URL, and its path inside the copy
+    sources = {(root.rstrip("/")[len(url):].lstrip("/") + "/" + name).lstrip("/"): root.rstrip("/") + "/" + name
+               for root, name in files}
+    stats = {"url": url, "files": {}}
+    for relative, source in sources.items():
+        stat = gfile.stat(source)
+        stats["files"][relative] = [stat.length, stat.mtime_nsec]
     # a file system without modification times (0) cannot say that a file changed: copy again
     if all(mtime for _, mtime in stats["files"].values()) and _recorded(folder) == stats:
         return os.path.join(folder, prefix) if prefix else folder
     with atomic_folder(folder, may_replace=lambda _: None) as tmp:
         with open(os.path.join(tmp, RECORD), "w", encoding="utf-8") as f:
             json.dump(stats, f)
-        for root, name in files:
-            relative = root.rstrip("/")[len(url):].lstrip("/")
-            target = os.path.join(tmp, *relative.split("/"), name) if relative else os.path.join(tmp, name)
+        for relative, source in sources.items():
+            target = os.path.join(tmp, *relative.split("/"))
             os.makedirs(os.path.dirname(target), exist_ok=True)
-            gfile.copy(root.rstrip("/") + "/" + name, target, overwrite=True)
+            gfile.copy(source, target, overwrite=True)
     return os.path.join(folder, prefix) if prefix else folder
 
 
