@@ -71,8 +71,8 @@ WORKER = textwrap.dedent("""
         shapes.append([features["token_ids"].shape.as_list(), features["masked_positions"].shape.as_list()])
         return original_step(model, features, *args)
     done = [0]
-    def train(self, iterator, steps, accumulation=1):
-        totals = original_train(self, iterator, steps, accumulation)
+    def train(self, iterator, steps):
+        totals = original_train(self, iterator, steps)
         done[0] += steps
         if kill_after and done[0] >= kill_after:
             os.kill(os.getpid(), signal.SIGKILL)  # no cleanup, no atexit: a real kill -9
@@ -411,8 +411,8 @@ def test_non_finite_loss_stops_with_a_clear_message_and_keeps_the_last_good_chec
     original = TensorFlowSteps.train
     steps_run = [0]
 
-    def train(self, iterator, steps, accumulation=1):  # the loss turns NaN at step 3
-        totals = original(self, iterator, steps, accumulation)
+    def train(self, iterator, steps):  # the loss turns NaN at step 3
+        totals = original(self, iterator, steps)
         steps_run[0] += steps
         return totals * np.nan if steps_run[0] >= 3 else totals
 

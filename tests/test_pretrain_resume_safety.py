@@ -54,11 +54,11 @@ def test_torn_last_metrics_line_is_dropped_on_resume(corpus, tmp_path, monkeypat
     original = TensorFlowSteps.train
     done = [0]
 
-    def stop_after_two(self, iterator, steps, accumulation=1):
+    def stop_after_two(self, iterator, steps):
         if done[0] >= 2:
             raise KeyboardInterrupt  # the process dies after the step-2 checkpoint
         done[0] += steps
-        return original(self, iterator, steps, accumulation)
+        return original(self, iterator, steps)
 
     monkeypatch.setattr(TensorFlowSteps, "train", stop_after_two)
     with pytest.raises(KeyboardInterrupt):

@@ -157,7 +157,7 @@ def _run_ours_keras(folder, plan, rule, peak_lr, warmup):
     losses = []
     with runner.active():
         for _, micro in plan:
-            losses.append(float(runner.train(iter(micro), 1, k)[0]))
+            losses.append(float(runner.train(iter(micro), 1)[0]))
     return losses
 
 

@@ -140,7 +140,7 @@ class KerasSteps:
                                  whole_word_masking=cfg.whole_word_masking, seed=cfg.seed * 1000 + phase)
         return (ds.skip(done * k) if done else ds).as_numpy_iterator()
 
-    def train(self, batches, steps, accumulation):
+    def train(self, batches, steps):
         """``steps`` optimiser steps, k micro-batches each, in one ``fit``; their summed statistics."""
         k = self.accumulation
         features, fed, counts = [], [], np.zeros(2)

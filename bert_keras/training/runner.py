@@ -179,7 +179,7 @@ class Run(RunFiles):
         next_log = (self.step // cfg.log_every + 1) * cfg.log_every
         next_ckpt = (self.step // cfg.checkpoint_every + 1) * cfg.checkpoint_every
         n = min(self.steps.steps_per_call, next_log - self.step, next_ckpt - self.step, end - self.step)
-        totals = self.steps.train(batches, n, cfg.phase_accumulation(phase))
+        totals = self.steps.train(batches, n)
         if not np.all(np.isfinite(totals[:3])):
             raise NonFiniteLossError(
                 f"loss is {totals[0] / n} at step {self.step + n} (phase {phase}); training stopped, "

@@ -98,7 +98,7 @@ class TensorFlowSteps:
 
         return iter(self.strategy.distribute_datasets_from_function(dataset_fn))
 
-    def train(self, iterator, steps, accumulation):
+    def train(self, iterator, steps):
         """``steps`` optimiser steps in one call; their statistics (`run_files.STATS`), summed."""
         return train_steps(self.model, iterator, steps, self.train_function)
 
