@@ -120,7 +120,9 @@ def _timed(step, steps, warmup):
     return times
 
 
-def run_ours(preset, seq_len, batch, precision, steps, warmup, jit=False):
+def ours_step(preset, seq_len, batch, precision, jit=False):
+    """The `ours` peer's step, ready to call: one optimiser step on the fixed batch, returning its
+    statistics (the loss first)."""
     import tensorflow as tf
 
     from bert_keras.training.distribute import resolve_strategy
@@ -155,12 +157,12 @@ def run_ours(preset, seq_len, batch, precision, steps, warmup, jit=False):
     labels = {k: arrays[k] for k in ("masked_ids", "masked_weights", "next_sentence_label")}
     dataset = tf.data.Dataset.from_tensors((features, labels)).repeat()
     iterator = iter(strategy.experimental_distribute_dataset(dataset))
-    losses = []
+    return lambda: train(iterator, 1)
 
-    def step():
-        losses.append(train(iterator, 1)[0])
 
-    times = _timed(step, steps, warmup)
+def run_ours(preset, seq_len, batch, precision, steps, warmup, jit=False):
+    train, losses = ours_step(preset, seq_len, batch, precision, jit), []
+    times = _timed(lambda: losses.append(train()[0]), steps, warmup)
     return times, losses[-1]
 
 
