@@ -27,7 +27,6 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -58,14 +57,7 @@ def main(argv=None):
     tf.config.threading.set_inter_op_parallelism_threads(1)
     peak = bench_pretrain.run_peak()[args.precision]
     step = bench_pretrain.ours_step(args.preset, args.seq_len, args.batch, args.precision)
-    for _ in range(args.warmup):
-        step()
-    times = []
-    for _ in range(args.steps):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
-    wall_ms = statistics.median(times) * 1e3
+    wall_ms = statistics.median(bench_pretrain._timed(step, args.steps, args.warmup)) * 1e3
     with tempfile.TemporaryDirectory() as logdir:
         tf.profiler.experimental.start(logdir)
         for _ in range(args.profile_steps):
