@@ -399,3 +399,19 @@ def test_each_fast_variant_equals_its_plain_reference_forward_and_backward():
     np.testing.assert_allclose(softmax_ops.select_masked_softmax(scores, bias), ref, atol=1e-6)
     bf16 = tf.cast(softmax_ops.masked_softmax(tf.cast(scores, tf.bfloat16), bias, True), tf.float32)
     np.testing.assert_allclose(bf16, ref, atol=1e-2)
+    # the Q/K/V split and its written-out gradient: exactly the plain split's, in bf16 (transposes,
+    # and a power-of-two query scale)
+    from bert_keras.layers.ops import attention as attention_ops
+
+    qkv = tf.constant(rng.normal(0, 1, (2, 7, 3 * 32)), tf.bfloat16)
+    d_heads = [tf.constant(rng.normal(0, 1, (2, 4, 7, 8)), tf.bfloat16) for _ in range(3)]
+    results = []
+    for split in (attention_ops.qkv_heads, lambda t, n, s: attention_ops._split_heads(t, n, 8, s)):
+        with tf.GradientTape() as tape:
+            tape.watch(qkv)
+            heads = split(qkv, 4, 0.125)
+        grad = tape.gradient(heads, qkv, output_gradients=d_heads)
+        results.append([tf.cast(t, tf.float32).numpy() for t in (*heads, grad)])
+    for got, want in zip(*results):
+        assert got.shape == want.shape and np.abs(want).max() > 0.1
+        np.testing.assert_array_equal(got, want)

@@ -52,10 +52,13 @@ def _gelu_in_float32(x):
     return ops.cast(xf * cdf, x.dtype), grad
 
 
-def _forward_tf(x):
-    import tensorflow as tf
-
-    return tf.cast(tf.nn.gelu(tf.cast(x, tf.float32), approximate=False), x.dtype)
+def _forward(x):
+    """x Phi(x) in float32, the result in x's dtype.  The erf form, not `tf.nn.gelu`, which takes
+    Phi from erfc: on XLA's CPU backend erfc costs an exp besides, and the forward loop ran 2.0x
+    slower on [32, 128, 2048] bf16 (8.05 vs 4.0 ms) for the same bf16 results but for 152 of 8.4
+    million values, each within 2e-6."""
+    xf = ops.cast(x, "float32")
+    return ops.cast(xf * normal_cdf(xf), x.dtype)
 
 
 def gelu_xla(x):
@@ -71,7 +74,7 @@ def gelu_xla(x):
         def grad(dy):
             return compiled("gelu_backward", _gradient)(x, dy)
 
-        return compiled("gelu", _forward_tf)(x), grad
+        return compiled("gelu", _forward)(x), grad
 
     return fn(x)
 
