@@ -27,8 +27,8 @@ def qkv_heads(qkv, num_heads, query_scale):
 
     The gradient is written out (`_qkv_heads_gradient`), in TensorFlow's bf16 transposes: XLA's
     autodiff of the split kept copies of q, k and v for a backward that converted, transposed and
-    concatenated in float32, 2.5x slower forward and backward on [32, 128, 1536] bf16 (13.7 vs
-    5.5 ms), for the same numbers."""
+    concatenated in float32, 1.6x slower forward and backward on [32, 128, 1536] bf16 (15.5 vs
+    9.9 ms, medians of 9 rounds), for the same numbers."""
     import tensorflow as tf
 
     def fn(qkv, num_heads, query_scale):
